@@ -1,0 +1,134 @@
+package changeset
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite" // the default backend for file paths
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Guard guards the state-changing operations of one MCP server. It owns the
+// ledger and registers the tools: one preview_<op> per operation, and the
+// shared apply_change, undo_change and get_change_status.
+//
+// A Guard is safe for concurrent use, and any number of processes may share
+// its ledger.
+type Guard struct {
+	server     *mcp.Server
+	ledger     *ledger.Ledger
+	ownsLedger bool
+	opts       Options
+	log        *slog.Logger
+
+	mu    sync.RWMutex
+	ops   map[string]*op  // by operation name, without prefix
+	tools map[string]bool // the names of the tools the Guard registered
+}
+
+// New opens the ledger named by opts and returns a Guard for server. It
+// registers the shared tools on server (unless opts.NoSharedTools) and
+// appends the Guard's instructions for the agent to the server's own
+// instructions. server may be nil for trusted code that only calls the
+// Guard's methods.
+//
+// New returns an error, never panics, for invalid options or a ledger that
+// cannot be opened.
+func New(server *mcp.Server, opts Options) (*Guard, error) {
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	g := &Guard{server: server, opts: opts, log: opts.Logger, ops: map[string]*op{}, tools: map[string]bool{}}
+	if opts.Ledger != nil {
+		g.ledger = opts.Ledger
+	} else {
+		l, err := ledger.OpenContext(context.Background(), opts.LedgerPath, ledger.OpenOptions{
+			Create:         true,
+			BusyTimeout:    opts.BusyTimeout,
+			AllowNetworkFS: opts.AllowNetworkFS,
+		})
+		if err != nil {
+			return nil, err
+		}
+		g.ledger, g.ownsLedger = l, true
+	}
+	g.ledger.SetClock(opts.Clock)
+	if server != nil {
+		server.AddReceivingMiddleware(g.middleware)
+		if !opts.NoSharedTools {
+			g.addSharedTools()
+		}
+	}
+	return g, nil
+}
+
+// Close closes the ledger if the Guard opened it.
+func (g *Guard) Close() error {
+	if g.ownsLedger {
+		return g.ledger.Close()
+	}
+	return nil
+}
+
+// Ledger returns the Guard's ledger, for operators' tasks such as
+// ExpireStale, Reconcile and Prune.
+func (g *Guard) Ledger() *ledger.Ledger { return g.ledger }
+
+// WritesEnabled reports whether apply and undo may run now: WriteMode is
+// WriteGuarded, or WriteMode is empty and the environment variable reads
+// "guarded". The variable is read at each call, so an operator can turn
+// writes off without restarting a server (pending previews stay valid).
+func (g *Guard) WritesEnabled() bool {
+	if g.opts.WriteMode != "" {
+		return g.opts.WriteMode == WriteGuarded
+	}
+	return os.Getenv(g.opts.WriteModeEnv) == WriteGuarded
+}
+
+// now reads the Guard's clock.
+func (g *Guard) now() time.Time { return g.opts.Clock() }
+
+// toolName puts the Prefix in front of name.
+func (g *Guard) toolName(name string) string { return g.opts.Prefix + name }
+
+// lookup finds a registered operation by name.
+func (g *Guard) lookup(action string) (*op, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	o, ok := g.ops[action]
+	return o, ok
+}
+
+// scopeOf returns the hashed scope of a call. req is nil for calls from
+// trusted code.
+func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+	if g.opts.ScopeFunc == nil {
+		return scopeHash(g.opts.Scope), nil
+	}
+	s, err := g.opts.ScopeFunc(ctx, req)
+	if err != nil {
+		return "", &ChangeError{Msg: "the caller's scope could not be determined; nothing was done", Err: err}
+	}
+	return scopeHash(s), nil
+}
+
+// actor names who performs a step, for the ledger.
+type actor string
+
+const agentActor actor = "agent"
+
+// Person names a person acting through trusted code (a dashboard, a
+// support tool), as recorded in the ledger: "person:<name>".
+func Person(name string) string { return "person:" + name }
+
+func (g *Guard) logTransition(c *ledger.Change, from ledger.Status, by string) {
+	g.log.Info("change transition",
+		slog.String("change_id", c.ID), slog.String("action", c.Action),
+		slog.String("from", string(from)), slog.String("to", string(c.Status)),
+		slog.String("by", by), slog.String("error_type", c.ErrorType))
+}

@@ -1,0 +1,150 @@
+package changeset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// claimKind is the difference between claiming an apply and an undo.
+type claimKind struct {
+	purpose string        // token purpose
+	from    ledger.Status // the status a claim requires
+	to      ledger.Status // the in-flight status it sets
+	verb    string        // "applied" / "undone", for refusals
+	token   string        // the token's name, for refusals
+	prefix  string        // the token's prefix
+}
+
+var (
+	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix}
+	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix}
+)
+
+// claim is the one place a change is claimed for apply or undo. In a single
+// write transaction it reads the row, checks the scope, the clock, the
+// status, the expiry and the token, and moves the row to the in-flight
+// status, spending the token. The transaction commits before any apply or
+// undo code runs, so across every process sharing the ledger at most one
+// claim of a change succeeds.
+//
+// A refusal changes nothing, except that a preview found past its expiry
+// is marked expired. trusted skips the token check: it is for people
+// acting through trusted code (a dashboard), never for the agent.
+func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error) {
+	if !validID(id, changeIDPrefix) {
+		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+	}
+	if !trusted && !validToken(token, k.prefix) {
+		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
+	}
+	var claimed *ledger.Change
+	var refusal error
+	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		c, err := tx.Change(id)
+		if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
+			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := g.now()
+		if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {
+			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew)}
+			return nil
+		}
+		if c.Status != k.from {
+			refusal = statusRefusal(id, c.Status, k)
+			return nil
+		}
+		if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
+			c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
+			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))}
+			return tx.UpdateChange(c, ledger.Pending)
+		}
+		if k.from == ledger.Applied {
+			if !c.Undoable {
+				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its operation has no undo", id)}
+				return nil
+			}
+			if !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt) {
+				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt))}
+				return nil
+			}
+		}
+		if !trusted {
+			stored := c.ConfirmHash
+			if k.from == ledger.Applied {
+				stored = c.UndoHash
+			}
+			if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
+				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
+				return nil
+			}
+		}
+		if c.RunID != "" && k.from == ledger.Pending {
+			if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {
+				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status)}
+				return nil
+			}
+		}
+		from := c.Status
+		c.Status, c.UpdatedAt = k.to, now
+		if k.from == ledger.Pending {
+			c.ConfirmHash, c.AppliedBy = "", by
+		} else {
+			c.UndoHash, c.UndoneBy = "", by
+		}
+		if err := tx.UpdateChange(c, from); err != nil {
+			return err
+		}
+		claimed = c
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ledger.ErrConflict) {
+			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was claimed by another request at the same moment", id)}
+		}
+		return nil, err
+	}
+	if refusal != nil {
+		return nil, refusal
+	}
+	g.logTransition(claimed, k.from, by)
+	return claimed, nil
+}
+
+// statusRefusal is the refusal for a change in the wrong status. Its text is
+// part of the contract: "change <id> cannot be applied (status: <status>)".
+func statusRefusal(id string, s ledger.Status, k claimKind) error {
+	return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be %s (status: %s)", id, k.verb, s)}
+}
+
+// finish records the outcome of a claimed apply or undo: it moves c from
+// the in-flight status from to c.Status with the fields update sets. It
+// runs even if the caller's context was cancelled, since the write it
+// records may already have happened, and retries a busy ledger for a while
+// before giving up (the row then stays in flight for an operator).
+func (g *Guard) finish(ctx context.Context, c *ledger.Change, from ledger.Status, by string) error {
+	ctx = context.WithoutCancel(ctx)
+	c.UpdatedAt = g.now()
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
+		if err == nil {
+			g.logTransition(c, from, by)
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrBusy) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	g.log.Error("change outcome not recorded; the row stays in flight for an operator to reconcile",
+		"change_id", c.ID, "status", string(from), "outcome", string(c.Status), "err", err)
+	return err
+}

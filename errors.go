@@ -1,0 +1,126 @@
+package changeset
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// ChangeError is a refusal or failure meant for the agent: its message
+// reaches the agent unchanged as a tool error. Return one from a Preview to
+// refuse a proposal ("unknown setting \"colour\"") and from Apply or Undo to
+// explain a failure the agent may act on.
+//
+// Every other error that Apply or Undo returns reaches the agent reduced to
+// its Go type name (for example "*fs.PathError"), so that paths, hostnames
+// and credentials in error text stay on the server; the full text is kept in
+// the ledger for operators.
+type ChangeError struct {
+	// ChangeID names the change the error is about, or is empty.
+	ChangeID string
+	// Msg is the message for the agent.
+	Msg string
+	// Err is the underlying cause, if any. It is not shown to the agent.
+	Err error
+}
+
+func (e *ChangeError) Error() string { return e.Msg }
+
+func (e *ChangeError) Unwrap() error { return e.Err }
+
+// Refuse returns a *ChangeError whose message, formatted as by fmt.Sprintf,
+// is shown to the agent. Previews use it to reject a proposal.
+func Refuse(format string, args ...any) error {
+	return &ChangeError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// WritesDisabledError refuses an apply or undo because the server's write
+// mode is not "guarded". It is returned before the change is claimed, so the
+// confirmation token stays valid for when writes are enabled.
+type WritesDisabledError struct {
+	ChangeID string
+	// EnvVar is the environment variable that enables writes.
+	EnvVar string
+}
+
+func (e *WritesDisabledError) Error() string {
+	subject := "writes"
+	if e.ChangeID != "" {
+		subject = "change " + e.ChangeID + " was not applied: writes"
+	}
+	return fmt.Sprintf("%s are disabled on this server; an operator can enable them with %s=guarded (the token was not spent)", subject, e.EnvVar)
+}
+
+// StateChangedError reports that the resource no longer looks the way the
+// check expected: it changed between preview and apply (nothing was
+// written), or after the apply, so the undo would overwrite someone's later
+// edit (nothing was overwritten).
+type StateChangedError struct {
+	ChangeID string
+	// Phase is "apply" or "undo".
+	Phase string
+}
+
+func (e *StateChangedError) Error() string {
+	if e.Phase == "undo" {
+		return fmt.Sprintf("change %s was not undone: the resource changed after the change was applied, and undoing would overwrite that later edit; nothing was written", e.ChangeID)
+	}
+	return fmt.Sprintf("change %s was not applied: the resource changed after the preview; nothing was written (preview again to see the current state)", e.ChangeID)
+}
+
+// LedgerError is a failure of the ledger itself (busy, corrupt, unreadable,
+// not a ledger, newer schema). It is the ledger package's *ledger.Error.
+type LedgerError = ledger.Error
+
+// agentText returns what the agent is told about err: the message of the
+// error types above, and only the Go type name of anything else.
+func agentText(err error) string {
+	var (
+		ce *ChangeError
+		wd *WritesDisabledError
+		sc *StateChangedError
+		le *LedgerError
+	)
+	switch {
+	case errors.As(err, &ce):
+		return ce.Error()
+	case errors.As(err, &wd):
+		return wd.Error()
+	case errors.As(err, &sc):
+		return sc.Error()
+	case errors.As(err, &le):
+		return "the change ledger failed: " + ledgerCause(le) + " (an operator can find details in the server log)"
+	}
+	return typeName(err)
+}
+
+// typeName is the Go type of the outermost error in err's chain that is not
+// a plain wrapper made by fmt.Errorf, e.g. "*fs.PathError".
+func typeName(err error) string {
+	for e := err; e != nil; {
+		t := reflect.TypeOf(e).String()
+		if t != "*fmt.wrapError" && t != "*fmt.wrapErrors" {
+			return t
+		}
+		next := errors.Unwrap(e)
+		if next == nil {
+			return t
+		}
+		e = next
+	}
+	return "error"
+}
+
+// ledgerCause names the kind of ledger failure without the details (paths,
+// SQL) that only operators should see.
+func ledgerCause(le *LedgerError) string {
+	for _, s := range []error{ledger.ErrBusy, ledger.ErrCorrupt, ledger.ErrReadOnly, ledger.ErrNotFound,
+		ledger.ErrConflict, ledger.ErrForeign, ledger.ErrNewerSchema, ledger.ErrNotExist, ledger.ErrNetworkFS} {
+		if errors.Is(le, s) {
+			return s.Error()
+		}
+	}
+	return "internal ledger error"
+}

@@ -1,0 +1,92 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Querier is what a Backend runs its statements on: the database itself
+// (*sql.DB) or a write transaction (*sql.Tx).
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Backend is the storage seam of the ledger: one implementation per
+// database, each owning its SQL and its migrations. The state machine lives
+// in this package, above the Backend, so it is written once; every backend
+// passes the same conformance suite in package ledger/ledgertest.
+//
+// Methods that write take a Querier so that they can run inside a
+// transaction from [Backend.BeginWrite]. Methods report a missing row as
+// [ErrNotFound] and a compare-and-set that matched no row as [ErrConflict].
+// Any other failure should be an *Error.
+type Backend interface {
+	// DB returns the database handle, for applications that keep their own
+	// tables beside the ledger's.
+	DB() *sql.DB
+	// BeginWrite starts a transaction that holds the ledger's write lock
+	// from its first statement (BEGIN IMMEDIATE on SQLite), so that a row
+	// read inside it cannot change before the transaction ends. Reads of a
+	// change inside it lock that row where the database has row locks.
+	BeginWrite(ctx context.Context) (*sql.Tx, error)
+	// Close releases the database.
+	Close() error
+	// Location describes the database for messages, without credentials.
+	Location() string
+
+	// InsertChange stores a new change. It fails if the ID exists.
+	InsertChange(ctx context.Context, q Querier, c *Change) error
+	// GetChange reads one change by ID.
+	GetChange(ctx context.Context, q Querier, id string) (*Change, error)
+	// UpdateChange writes every mutable column of c back, provided the
+	// row's status is still from (compare-and-set). It sets nothing else.
+	UpdateChange(ctx context.Context, q Querier, c *Change, from Status) error
+	// ListChanges returns the changes that match f, newest first.
+	ListChanges(ctx context.Context, q Querier, f ChangeFilter) ([]*Change, error)
+	// DeleteChanges deletes the changes with the given IDs whose status is
+	// still one of statuses and reports how many it deleted.
+	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []Status) (int, error)
+
+	// InsertRun stores a new run. It fails if the ID exists.
+	InsertRun(ctx context.Context, q Querier, r *Run) error
+	// GetRun reads one run by ID.
+	GetRun(ctx context.Context, q Querier, id string) (*Run, error)
+	// UpdateRun writes every mutable column of r back, provided the run's
+	// status is still from (compare-and-set).
+	UpdateRun(ctx context.Context, q Querier, r *Run, from RunStatus) error
+	// ListRuns returns the runs that match f, newest first.
+	ListRuns(ctx context.Context, q Querier, f RunFilter) ([]*Run, error)
+	// DeleteRuns deletes the runs with the given IDs that no change refers
+	// to any more and reports how many it deleted.
+	DeleteRuns(ctx context.Context, q Querier, ids []string) (int, error)
+
+	// GetMeta reads a value the library keeps beside the rows (e.g. the
+	// server key for sealed request state); ok is false when it is unset.
+	GetMeta(ctx context.Context, q Querier, key string) (value []byte, ok bool, err error)
+	// SetMetaIfAbsent stores value under key unless the key exists, and
+	// returns the value now stored.
+	SetMetaIfAbsent(ctx context.Context, q Querier, key string, value []byte) ([]byte, error)
+
+	// Check runs the database's own integrity check and returns one line per
+	// problem it finds (none when the database is sound).
+	Check(ctx context.Context) ([]string, error)
+}
+
+// ChangeFilter selects changes for [Backend.ListChanges]. Zero fields do
+// not filter.
+type ChangeFilter struct {
+	Statuses      []Status
+	RunID         string
+	UpdatedBefore time.Time // updated strictly before this instant
+	Limit         int       // at most this many; 0 means all
+}
+
+// RunFilter selects runs for [Backend.ListRuns]. Zero fields do not filter.
+type RunFilter struct {
+	Statuses  []RunStatus
+	ScopeHash string
+	Limit     int
+}

@@ -1,0 +1,163 @@
+// Package ledger stores guarded changes and runs and moves them through their
+// states.
+//
+// A ledger is a database of rows, one per previewed change and one per run.
+// Every state transition is a compare-and-set: a row is written back only if
+// its status is still the one that was read, inside a write transaction that
+// the backend makes exclusive (BEGIN IMMEDIATE on SQLite, a row lock on
+// PostgreSQL). Nothing ever moves a change back to [Pending].
+//
+// Trusted code normally reaches the ledger through changeset.Guard. Operators
+// open an existing ledger with [Open] to list, expire, reconcile and prune
+// rows; the mcp-changeset command is a thin shell around those methods.
+//
+// The storage itself is a [Backend]. The SQLite backend (package
+// ledger/sqlite) is the default; it registers itself for plain file paths
+// when imported.
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the state of a change. The states and the transitions between
+// them are drawn in docs/design.md.
+type Status string
+
+// The statuses of a change.
+const (
+	// Pending: previewed, waiting for a confirmation token.
+	Pending Status = "pending"
+	// Expired: the preview's time to live passed before it was applied.
+	Expired Status = "expired"
+	// Applying: claimed by a confirmation token; the apply is running, or
+	// the process died while it ran (an operator must reconcile it).
+	Applying Status = "applying"
+	// Applied: the apply returned and its result is stored.
+	Applied Status = "applied"
+	// ApplyFailed: the state had changed, the apply returned an error, its
+	// result was too large, or an operator reconciled an Applying row.
+	ApplyFailed Status = "apply_failed"
+	// Undoing: claimed by an undo token; the inverse is running.
+	Undoing Status = "undoing"
+	// Undone: the inverse returned.
+	Undone Status = "undone"
+	// UndoFailed: the state had changed since the apply, the inverse returned
+	// an error, or an operator reconciled an Undoing row.
+	UndoFailed Status = "undo_failed"
+)
+
+// Statuses lists every status in the order a change passes through them.
+var Statuses = []Status{Pending, Expired, Applying, Applied, ApplyFailed, Undoing, Undone, UndoFailed}
+
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no transition leaves s except deletion by
+// pruning. Applied is not terminal: it may still be undone.
+func (s Status) Terminal() bool {
+	switch s {
+	case Expired, ApplyFailed, Undone, UndoFailed:
+		return true
+	}
+	return false
+}
+
+// InFlight reports whether a process claimed the change and has not yet
+// recorded the outcome: Applying or Undoing.
+func (s Status) InFlight() bool { return s == Applying || s == Undoing }
+
+// Change is one row of the ledger: a previewed change and everything that
+// happened to it since. JSON values (Payload, Diff, Result, Before, After)
+// are stored in canonical form so that equal values have equal bytes.
+//
+// A Change read from the ledger never carries a token: only digests of
+// tokens are stored, and those are not exported to callers outside the
+// changeset package's claim code.
+type Change struct {
+	ID     string // "chg_" + 20 lowercase hex characters
+	Action string // the operation's name, e.g. "set_setting"
+	Status Status
+
+	// ScopeHash is the SHA-256 of the scope the change was previewed under.
+	// Claims under any other scope are refused.
+	ScopeHash string
+	// RunID names the run the change belongs to, or is empty.
+	RunID string
+	// Resource names what the change touches (e.g. "note:todo.txt"), so that
+	// changes to the same thing within a run can be related. Empty means the
+	// change is its own resource.
+	Resource string
+
+	Payload     json.RawMessage // canonical JSON: exactly what apply will receive
+	PayloadHash string          // SHA-256 of Payload, hex
+	Diff        json.RawMessage // canonical JSON array of {field, before, after}
+	Summary     string
+	Warnings    []string // what cannot be undone exactly, from the proposal
+
+	// StateHash is the SHA-256 of the canonical observed state at preview
+	// time, or empty when the operation has no Observe.
+	StateHash string
+	// Before and After are the observed states just before and just after
+	// the apply, canonical JSON, or nil without Observe.
+	Before json.RawMessage
+	After  json.RawMessage
+
+	// ConfirmHash and UndoHash are digests of the live tokens, cleared when
+	// a token is spent or can no longer be used.
+	ConfirmHash string
+	UndoHash    string
+	// Undoable is true when the operation has an inverse.
+	Undoable bool
+	// Transactional is true when apply and undo run inside the ledger's
+	// own transaction (a TxOperation).
+	Transactional bool
+
+	Result json.RawMessage // what apply returned, canonical JSON
+	// ErrorType is the Go type name of the error that failed the change;
+	// Error is its full text, for operators only.
+	ErrorType string
+	Error     string
+	// Note is free text from an operator who reconciled the change.
+	Note string
+	// AppliedBy and UndoneBy name who claimed the apply and the undo:
+	// "agent", "person:<name>" or "operator:<name>".
+	AppliedBy string
+	UndoneBy  string
+
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	ExpiresAt     time.Time // the confirmation token's expiry
+	AppliedAt     time.Time // zero until applied
+	UndoExpiresAt time.Time // zero when the undo never expires or there is none
+	UndoneAt      time.Time // zero until undone
+}
+
+// Clone returns a copy of c that shares no mutable memory with it.
+func (c *Change) Clone() *Change {
+	d := *c
+	d.Payload = cloneBytes(c.Payload)
+	d.Diff = cloneBytes(c.Diff)
+	d.Before = cloneBytes(c.Before)
+	d.After = cloneBytes(c.After)
+	d.Result = cloneBytes(c.Result)
+	if c.Warnings != nil {
+		d.Warnings = append([]string(nil), c.Warnings...)
+	}
+	return &d
+}
+
+func cloneBytes(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}

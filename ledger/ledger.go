@@ -1,0 +1,210 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Ledger is an open ledger: a Backend plus the state machine that every
+// backend shares. It is safe for concurrent use by many goroutines, and a
+// ledger file or database may be shared by many processes.
+type Ledger struct {
+	b   Backend
+	now func() time.Time
+}
+
+// New wraps an open backend. Most callers use [Open] instead.
+func New(b Backend) *Ledger { return &Ledger{b: b, now: time.Now} }
+
+// SetClock replaces the clock the ledger reads for expiry and pruning. It is
+// meant for tests and must be called before the ledger is shared.
+func (l *Ledger) SetClock(now func() time.Time) { l.now = now }
+
+// Now reads the ledger's clock.
+func (l *Ledger) Now() time.Time { return l.now() }
+
+// Backend returns the storage backend.
+func (l *Ledger) Backend() Backend { return l.b }
+
+// DB returns the ledger's database, so that an application can keep its own
+// tables beside the ledger's (with migrations of its own). The ledger's
+// tables belong to the ledger: never write them directly.
+func (l *Ledger) DB() *sql.DB { return l.b.DB() }
+
+// Location describes the ledger for messages (a path, or a URL without
+// credentials).
+func (l *Ledger) Location() string { return l.b.Location() }
+
+// Close closes the ledger.
+func (l *Ledger) Close() error { return l.b.Close() }
+
+// Tx is a write transaction on the ledger. It holds the ledger's write lock
+// (SQLite) or the locks of the rows it read (PostgreSQL) until it ends.
+type Tx struct {
+	ctx context.Context
+	b   Backend
+	tx  *sql.Tx
+}
+
+// SQL returns the underlying transaction, for operations whose own writes
+// must commit or roll back together with the ledger's bookkeeping.
+func (tx *Tx) SQL() *sql.Tx { return tx.tx }
+
+// Change reads a change inside the transaction.
+func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx, tx.tx, id) }
+
+// InsertChange stores a new change.
+func (tx *Tx) InsertChange(c *Change) error { return tx.b.InsertChange(tx.ctx, tx.tx, c) }
+
+// UpdateChange writes c back if its status is still from.
+func (tx *Tx) UpdateChange(c *Change, from Status) error {
+	return tx.b.UpdateChange(tx.ctx, tx.tx, c, from)
+}
+
+// Changes lists changes inside the transaction.
+func (tx *Tx) Changes(f ChangeFilter) ([]*Change, error) { return tx.b.ListChanges(tx.ctx, tx.tx, f) }
+
+// Run reads a run inside the transaction.
+func (tx *Tx) Run(id string) (*Run, error) { return tx.b.GetRun(tx.ctx, tx.tx, id) }
+
+// InsertRun stores a new run.
+func (tx *Tx) InsertRun(r *Run) error { return tx.b.InsertRun(tx.ctx, tx.tx, r) }
+
+// UpdateRun writes r back if its status is still from.
+func (tx *Tx) UpdateRun(r *Run, from RunStatus) error { return tx.b.UpdateRun(tx.ctx, tx.tx, r, from) }
+
+// WithTx runs fn inside one write transaction and commits it if fn returns
+// nil; otherwise it rolls back and returns fn's error. To record a refusal
+// (e.g. mark a change expired) and still report it, fn should make the
+// write, remember the refusal in a variable and return nil.
+func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := l.b.BeginWrite(ctx)
+	if err != nil {
+		return Errorf("begin transaction on", l.b.Location(), err)
+	}
+	tx := &Tx{ctx: ctx, b: l.b, tx: sqlTx}
+	if err := fn(tx); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return Errorf("commit to", l.b.Location(), err)
+	}
+	return nil
+}
+
+// Get reads one change. It returns an error wrapping ErrNotFound when there
+// is none.
+func (l *Ledger) Get(ctx context.Context, id string) (*Change, error) {
+	return l.b.GetChange(ctx, l.b.DB(), id)
+}
+
+// List returns the changes in any of the given statuses (all changes when
+// none are given), newest first.
+func (l *Ledger) List(ctx context.Context, statuses ...Status) ([]*Change, error) {
+	return l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{Statuses: statuses})
+}
+
+// ListChanges returns the changes that match f, newest first.
+func (l *Ledger) ListChanges(ctx context.Context, f ChangeFilter) ([]*Change, error) {
+	return l.b.ListChanges(ctx, l.b.DB(), f)
+}
+
+// GetRun reads one run.
+func (l *Ledger) GetRun(ctx context.Context, id string) (*Run, error) {
+	return l.b.GetRun(ctx, l.b.DB(), id)
+}
+
+// ListRuns returns the runs that match f, newest first.
+func (l *Ledger) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
+	return l.b.ListRuns(ctx, l.b.DB(), f)
+}
+
+// ExpireStale moves every pending change whose confirmation token has
+// expired to Expired, and returns the IDs it moved. A pending row otherwise
+// stays pending until someone tries to apply it, and pending rows are never
+// pruned, so run this before pruning.
+func (l *Ledger) ExpireStale(ctx context.Context) ([]string, error) {
+	return l.expireStale(ctx, false)
+}
+
+// StaleChanges returns the IDs ExpireStale would move, changing nothing.
+func (l *Ledger) StaleChanges(ctx context.Context) ([]string, error) {
+	return l.expireStale(ctx, true)
+}
+
+func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error) {
+	pending, err := l.List(ctx, Pending)
+	if err != nil {
+		return nil, err
+	}
+	now := l.now()
+	var ids []string
+	for _, c := range pending {
+		if now.Before(c.ExpiresAt) {
+			continue
+		}
+		if dryRun {
+			ids = append(ids, c.ID)
+			continue
+		}
+		err := l.WithTx(ctx, func(tx *Tx) error {
+			c, err := tx.Change(c.ID)
+			if err != nil || c.Status != Pending || now.Before(c.ExpiresAt) {
+				return err
+			}
+			c.Status, c.ConfirmHash, c.UpdatedAt = Expired, "", now
+			if err := tx.UpdateChange(c, Pending); err != nil {
+				return err
+			}
+			ids = append(ids, c.ID)
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return ids, err
+		}
+	}
+	return ids, nil
+}
+
+// Reconcile closes a change that a process left in flight (it died or was
+// cancelled while applying or undoing): Applying becomes ApplyFailed and
+// Undoing becomes UndoFailed, with note stored beside it. Call it only after
+// checking what actually happened to the resource: the ledger cannot know
+// whether the write took place. Any other status is refused.
+func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, error) {
+	if note == "" {
+		return nil, fmt.Errorf("reconcile %s: a note saying what you checked is required", id)
+	}
+	var out *Change
+	err := l.WithTx(ctx, func(tx *Tx) error {
+		c, err := tx.Change(id)
+		if err != nil {
+			return err
+		}
+		from := c.Status
+		switch from {
+		case Applying:
+			c.Status = ApplyFailed
+		case Undoing:
+			c.Status = UndoFailed
+		default:
+			return fmt.Errorf("change %s cannot be reconciled (status: %s): only applying and undoing changes can", id, from)
+		}
+		c.Note = note
+		if by != "" {
+			c.Note = note + " (" + by + ")"
+		}
+		c.ErrorType, c.Error = "Reconciled", "reconciled by an operator: "+note
+		c.ConfirmHash, c.UndoHash, c.UpdatedAt = "", "", l.now()
+		if err := tx.UpdateChange(c, from); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,91 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// OpenOptions control how a ledger is opened.
+type OpenOptions struct {
+	// Create makes a new, empty ledger when none exists at the target.
+	// Without it a missing ledger is refused with ErrNotExist.
+	Create bool
+	// ReadOnly opens the ledger so that nothing can change it. Operators'
+	// read-only commands use it.
+	ReadOnly bool
+	// BusyTimeout is how long a statement waits for another process's lock
+	// before failing with ErrBusy. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// AllowNetworkFS lets a SQLite ledger live on NFS or SMB. SQLite's WAL
+	// mode and locks are unsafe there; only set it when a single host will
+	// ever open the file.
+	AllowNetworkFS bool
+}
+
+// DefaultBusyTimeout is how long a ledger statement waits for a lock held by
+// another process when OpenOptions.BusyTimeout is zero.
+const DefaultBusyTimeout = 5 * time.Second
+
+// An Opener opens the backend for a target (a file path or a URL).
+type Opener func(ctx context.Context, target string, opts OpenOptions) (Backend, error)
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{}
+)
+
+// RegisterBackend makes a backend available to [Open] for targets with the
+// given URL scheme ("postgres"), or for plain file paths when scheme is
+// "file". Backend packages call it from init, so importing the package is
+// enough: the SQLite backend registers "file" and the PostgreSQL backend
+// registers "postgres" and "postgresql". It panics if a scheme is registered
+// twice.
+func RegisterBackend(scheme string, open Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := openers[scheme]; dup {
+		panic("ledger: backend registered twice for scheme " + scheme)
+	}
+	openers[scheme] = open
+}
+
+// schemeOf returns the URL scheme of target, or "file" for a path.
+func schemeOf(target string) string {
+	if i := strings.Index(target, "://"); i > 0 {
+		return strings.ToLower(target[:i])
+	}
+	return "file"
+}
+
+// Open opens the ledger at target, a SQLite file path or (with the
+// PostgreSQL backend imported) a postgres:// URL. With create false a
+// missing ledger is refused, so that a mistyped path is never silently
+// replaced by an empty ledger.
+func Open(target string, create bool) (*Ledger, error) {
+	return OpenContext(context.Background(), target, OpenOptions{Create: create})
+}
+
+// OpenContext is Open with a context and every option.
+func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger, error) {
+	if target == "" {
+		return nil, &Error{Op: "open", Err: fmt.Errorf("no ledger given (set a path or a postgres:// URL)")}
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	scheme := schemeOf(target)
+	openersMu.RLock()
+	open := openers[scheme]
+	openersMu.RUnlock()
+	if open == nil {
+		return nil, &Error{Op: "open", Err: fmt.Errorf("no ledger backend for %q targets (import the backend package, e.g. ledger/sqlite or ledger/postgres)", scheme)}
+	}
+	b, err := open(ctx, target, opts)
+	if err != nil {
+		return nil, err
+	}
+	return New(b), nil
+}

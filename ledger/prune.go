@@ -1,0 +1,142 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// PruneOptions select what Prune deletes.
+type PruneOptions struct {
+	// OlderThan: only rows last updated strictly before now minus OlderThan
+	// are deleted. Zero means every eligible row, whatever its age.
+	OlderThan time.Duration
+	// Keep keeps the newest Keep eligible changes whatever their age
+	// (count-based retention).
+	Keep int
+	// IncludeApplied also deletes applied changes that can no longer be
+	// undone: their operation has no undo, or their undo window closed.
+	IncludeApplied bool
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// BatchSize is how many rows one transaction deletes (default 200), so
+	// that a live server's claims wait at most one short batch.
+	BatchSize int
+	// Progress, if set, is called after each batch.
+	Progress func(deleted, total int)
+}
+
+// PruneResult lists what Prune deleted (or, on a dry run, would delete).
+type PruneResult struct {
+	Changes []string
+	Runs    []string
+}
+
+// prunable are the statuses Prune may delete without IncludeApplied. Pending,
+// Applying and Undoing rows are never deleted: a pending row must first be
+// expired (ExpireStale), and an in-flight row reconciled.
+var prunable = []Status{Expired, ApplyFailed, Undone, UndoFailed}
+
+// Prune deletes finished changes, and runs left with no changes, as opts
+// select. It deletes in batches, each in its own transaction, and re-checks
+// each row's status as it deletes, so a row that moved on meanwhile is kept.
+func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 200
+	}
+	now := l.now()
+	cutoff := now.Add(-opts.OlderThan)
+	statuses := prunable
+	if opts.IncludeApplied {
+		statuses = append(append([]Status(nil), prunable...), Applied)
+	}
+	all, err := l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{Statuses: statuses})
+	if err != nil {
+		return PruneResult{}, err
+	}
+	var eligible []*Change
+	for _, c := range all {
+		if c.Status == Applied && c.Undoable && (c.UndoExpiresAt.IsZero() || now.Before(c.UndoExpiresAt)) {
+			continue // still undoable
+		}
+		eligible = append(eligible, c)
+	}
+	res := PruneResult{Changes: []string{}, Runs: []string{}}
+	for i, c := range eligible { // newest first
+		if i >= opts.Keep && c.UpdatedAt.Before(cutoff) {
+			res.Changes = append(res.Changes, c.ID)
+		}
+	}
+	if !opts.DryRun {
+		deleted := res.Changes[:0:0]
+		for start := 0; start < len(res.Changes); start += opts.BatchSize {
+			batch := res.Changes[start:min(start+opts.BatchSize, len(res.Changes))]
+			err := l.WithTx(ctx, func(tx *Tx) error {
+				_, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
+				return err
+			})
+			if err != nil {
+				return res, err
+			}
+			deleted = append(deleted, batch...)
+			if opts.Progress != nil {
+				opts.Progress(len(deleted), len(res.Changes))
+			}
+		}
+	}
+	runs, err := l.b.ListRuns(ctx, l.b.DB(), RunFilter{})
+	if err != nil {
+		return res, err
+	}
+	gone := make(map[string]bool, len(res.Changes))
+	for _, id := range res.Changes {
+		gone[id] = true
+	}
+	for _, r := range runs {
+		if r.Status == RunUndoing || !r.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		changes, err := l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{RunID: r.ID})
+		if err != nil {
+			return res, err
+		}
+		empty := true
+		for _, c := range changes {
+			if !gone[c.ID] {
+				empty = false
+				break
+			}
+		}
+		if empty {
+			res.Runs = append(res.Runs, r.ID)
+		}
+	}
+	if !opts.DryRun && len(res.Runs) > 0 {
+		err := l.WithTx(ctx, func(tx *Tx) error {
+			n, err := l.b.DeleteRuns(ctx, tx.tx, res.Runs)
+			if err == nil && n != len(res.Runs) {
+				// A change joined a run meanwhile; report what was deleted.
+				res.Runs, err = l.remainingRuns(ctx, tx, res.Runs)
+			}
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// remainingRuns returns the IDs among ids that no longer exist.
+func (l *Ledger) remainingRuns(ctx context.Context, tx *Tx, ids []string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		_, err := l.b.GetRun(ctx, tx.tx, id)
+		if errors.Is(err, ErrNotFound) {
+			out = append(out, id)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

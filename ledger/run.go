@@ -1,0 +1,66 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RunStatus is the state of a run.
+type RunStatus string
+
+// The statuses of a run.
+const (
+	// RunOpen: changes may join the run.
+	RunOpen RunStatus = "open"
+	// RunUndoing: an undo of the run is in progress; no change may join.
+	RunUndoing RunStatus = "undoing"
+	// RunUndone: every change of the run was undone or needed no write.
+	RunUndone RunStatus = "undone"
+	// RunPartiallyUndone: the undo finished but skipped some changes (people
+	// had since made them their own) or could not undo them.
+	RunPartiallyUndone RunStatus = "partially_undone"
+)
+
+// RunStatuses lists every run status.
+var RunStatuses = []RunStatus{RunOpen, RunUndoing, RunUndone, RunPartiallyUndone}
+
+// Valid reports whether s is one of the run statuses above.
+func (s RunStatus) Valid() bool {
+	for _, v := range RunStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Run groups the changes of one agent task so that they can be reviewed and
+// undone as a unit.
+type Run struct {
+	ID        string // "run_" + 20 lowercase hex characters
+	Label     string
+	ScopeHash string
+	Status    RunStatus
+
+	// PlanHash and ConfirmHash bind the confirmation token of the latest
+	// undo dry run to the plan it showed; ConfirmExpiresAt is that token's
+	// expiry. All three are cleared when the token is spent.
+	PlanHash         string
+	ConfirmHash      string
+	ConfirmExpiresAt time.Time
+
+	// Report is the stored report of the undo, canonical JSON, or nil.
+	Report json.RawMessage
+	// UndoneBy names who undid the run ("agent", "person:<name>").
+	UndoneBy string
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Clone returns a copy of r that shares no mutable memory with it.
+func (r *Run) Clone() *Run {
+	d := *r
+	d.Report = cloneBytes(r.Report)
+	return &d
+}

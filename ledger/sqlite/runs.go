@@ -1,0 +1,137 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// runColumns are the columns of the runs table in the order InsertRun and
+// scanRun use.
+const runColumns = `id, label, scope_hash, status, plan_hash, confirm_hash,
+	confirm_expires_at, report, undone_by, created_at, updated_at`
+
+var insertRunSQL = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(11) + `)`
+
+// updateRunSQL writes back every column except those fixed when the run
+// started: id, scope_hash and created_at.
+const updateRunSQL = `UPDATE runs SET
+	label = ?, status = ?, plan_hash = ?, confirm_hash = ?, confirm_expires_at = ?,
+	report = ?, undone_by = ?, updated_at = ?
+	WHERE id = ? AND status = ?`
+
+// InsertRun stores a new run. It fails if a run with the same ID exists.
+func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
+	_, err := q.ExecContext(ctx, insertRunSQL,
+		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
+		timeArg(r.ConfirmExpiresAt), jsonArg(r.Report), r.UndoneBy, timeArg(r.CreatedAt), timeArg(r.UpdatedAt),
+	)
+	return b.interpretError("insert run "+r.ID, err)
+}
+
+// GetRun reads the run with the given ID. A missing run is an error
+// wrapping [ledger.ErrNotFound].
+func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if err != nil {
+		return nil, b.interpretError("find run "+id, err)
+	}
+	return r, nil
+}
+
+// UpdateRun writes r back if the stored run's status is still from. It
+// writes every column except those fixed when the run started (ID,
+// ScopeHash and CreatedAt). If the status has moved on it fails with an
+// error wrapping [ledger.ErrConflict], and if the run is gone with one
+// wrapping [ledger.ErrNotFound].
+func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
+	res, err := q.ExecContext(ctx, updateRunSQL,
+		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, timeArg(r.ConfirmExpiresAt),
+		jsonArg(r.Report), r.UndoneBy, timeArg(r.UpdatedAt),
+		r.ID, string(from),
+	)
+	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
+}
+
+// ListRuns returns the runs that match f, newest first (by creation time,
+// then by ID descending).
+func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
+	var where []string
+	var args []any
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
+		args = appendStrings(args, f.Statuses)
+	}
+	if f.ScopeHash != "" {
+		where = append(where, "scope_hash = ?")
+		args = append(args, f.ScopeHash)
+	}
+	query := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		query += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	const op = "list runs in"
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	var out []*ledger.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			rows.Close()
+			return nil, b.interpretError(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	return out, nil
+}
+
+// DeleteRuns deletes the runs with the given IDs that no change refers to
+// any more, and reports how many it deleted.
+func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string) (int, error) {
+	n := 0
+	for _, part := range chunks(ids) {
+		res, err := q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+placeholders(len(part))+`)
+			AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.run_id = runs.id)`, appendStrings(nil, part)...)
+		if err != nil {
+			return n, b.interpretError("delete runs from", err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return n, b.interpretError("delete runs from", err)
+		}
+		n += int(k)
+	}
+	return n, nil
+}
+
+// scanRun reads one row of runColumns.
+func scanRun(s scanner) (*ledger.Run, error) {
+	var (
+		r                        ledger.Run
+		status                   string
+		report                   sql.NullString
+		confirmExp, created, upd sql.NullInt64
+	)
+	err := s.Scan(&r.ID, &r.Label, &r.ScopeHash, &status, &r.PlanHash, &r.ConfirmHash,
+		&confirmExp, &report, &r.UndoneBy, &created, &upd)
+	if err != nil {
+		return nil, err
+	}
+	r.Status = ledger.RunStatus(status)
+	r.ConfirmExpiresAt = timeFrom(confirmExp)
+	r.Report = jsonFrom(report)
+	r.CreatedAt, r.UpdatedAt = timeFrom(created), timeFrom(upd)
+	return &r, nil
+}

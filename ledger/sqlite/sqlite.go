@@ -1,0 +1,166 @@
+// Package sqlite is the default ledger backend: a single SQLite file in WAL
+// mode, reached through the pure-Go driver modernc.org/sqlite.
+//
+// Importing the package registers it with [ledger.RegisterBackend] for plain
+// file paths, so that [ledger.Open] accepts them:
+//
+//	import _ "github.com/mcp-changeset/changeset-go/ledger/sqlite"
+//
+// A file is a changeset ledger only if its PRAGMA application_id is
+// [ApplicationID]. Open checks that on a read-only connection before it
+// writes anything, and refuses any other file (another application's
+// database, a text file, an empty file it was not asked to create) without
+// changing it. A ledger written by a newer version of this package (a
+// PRAGMA user_version above [SchemaVersion]) is refused too; an older one is
+// upgraded in place, in one transaction.
+//
+// Every write transaction starts with BEGIN IMMEDIATE, so it holds the
+// file's write lock from its first statement; readers are never blocked by
+// it. The file must be on a local disk: SQLite's WAL mode and locks are
+// unsafe on network filesystems, which Open detects and refuses unless
+// [ledger.OpenOptions.AllowNetworkFS] is set.
+//
+// A read-only open ([ledger.OpenOptions.ReadOnly]) never changes the main
+// database file, but SQLite may create the -wal and -shm side files beside a
+// WAL-mode database, since even readers need the shared-memory index.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// ApplicationID is the PRAGMA application_id of every changeset ledger
+// ("MCCS" in ASCII). A SQLite file with any other application_id is not a
+// ledger and is never changed.
+const ApplicationID int32 = 0x4D434353
+
+// SchemaVersion is the PRAGMA user_version of a ledger whose schema is
+// current for this package.
+const SchemaVersion = 1
+
+// Connection pool limits. SQLite in WAL mode serves many readers at once
+// while writers queue on the file's write lock (BEGIN IMMEDIATE), so the
+// pool only needs to be large enough that a goroutine holding a write
+// transaction can still read on another connection while others wait for
+// the lock.
+const (
+	maxOpenConns    = 16
+	maxIdleConns    = 4
+	connMaxIdleTime = 5 * time.Minute
+)
+
+// driverName is the database/sql driver registered by modernc.org/sqlite.
+const driverName = "sqlite"
+
+func init() {
+	ledger.RegisterBackend("file", func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
+		b, err := Open(ctx, target, opts)
+		if err != nil {
+			return nil, err // never a typed nil in the interface
+		}
+		return b, nil
+	})
+}
+
+// Backend is a ledger stored in one SQLite file. It implements
+// [ledger.Backend] and is safe for concurrent use; the file may be shared by
+// many processes on the same host.
+type Backend struct {
+	db       *sql.DB
+	path     string
+	readOnly bool
+}
+
+var _ ledger.Backend = (*Backend)(nil)
+
+// Open opens the ledger in the SQLite file at path.
+//
+// A missing file is created only when opts.Create is set (and opts.ReadOnly
+// is not); otherwise Open fails with an error wrapping [ledger.ErrNotExist]
+// and creates nothing. Open never creates directories: the parent directory
+// of a new ledger must exist. A new file is readable by its owner only (mode
+// 0600, which SQLite's -wal and -shm files copy).
+//
+// An existing file is used only if it is a changeset ledger; an empty file,
+// or a SQLite database with no schema at all, is initialised only when
+// opts.Create is set. Errors are *ledger.Error values wrapping
+// [ledger.ErrForeign], [ledger.ErrNewerSchema], [ledger.ErrCorrupt],
+// [ledger.ErrNetworkFS], [ledger.ErrBusy] or [ledger.ErrReadOnly] as the
+// cause may be.
+func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, error) {
+	b := &Backend{path: path, readOnly: opts.ReadOnly}
+	timeout := opts.BusyTimeout
+	if timeout <= 0 {
+		timeout = ledger.DefaultBusyTimeout
+	}
+	fresh, err := b.preflight(opts)
+	if err != nil {
+		return nil, err
+	}
+	if !fresh {
+		// Decide on a read-only connection, before anything can write
+		// to the file, whether it is ours.
+		id, err := b.probe(ctx, timeout)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := b.verdict(id, opts.Create); err != nil {
+			return nil, err
+		}
+		// migrate decides again on the read-write pool. Only a file
+		// swapped in between the two would have its journal mode set
+		// by the pool's DSN before being refused.
+	}
+	dsn, err := buildDSN(path, opts.ReadOnly, timeout)
+	if err != nil {
+		return nil, b.openError(err)
+	}
+	db, err := sql.Open(driverName, dsn)
+	if err != nil {
+		return nil, b.interpretError("open", err)
+	}
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	b.db = db
+	if err := b.verifyPragmas(ctx, timeout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := b.migrate(ctx, opts.Create); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// DB returns the database handle, for applications that keep their own
+// tables beside the ledger's.
+func (b *Backend) DB() *sql.DB { return b.db }
+
+// Location returns the path the ledger was opened with.
+func (b *Backend) Location() string { return b.path }
+
+// Close closes the database. The last connection to close checkpoints the
+// write-ahead log into the main file.
+func (b *Backend) Close() error { return b.interpretError("close", b.db.Close()) }
+
+// BeginWrite starts a transaction with BEGIN IMMEDIATE, so that it holds the
+// file's write lock from the start. It waits for another writer for at most
+// the busy timeout and then fails with an error wrapping [ledger.ErrBusy].
+func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
+	const op = "begin transaction on"
+	if b.readOnly {
+		return nil, &ledger.Error{Op: op, Location: b.path, Err: errOpenedReadOnly}
+	}
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	return tx, nil
+}

@@ -1,0 +1,145 @@
+package changeset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+)
+
+// Operation is a state-changing operation split into preview, apply and
+// undo. In is the preview tool's input (its JSON schema is inferred from
+// the type, as mcp.AddTool does), P the payload stored in the ledger and R
+// what Apply returns.
+//
+// Only Preview is reachable by the agent. Apply, Undo and Observe are
+// trusted code: they receive the payload decoded from the ledger's stored
+// canonical JSON, never from the agent's call, so a token can only ever
+// apply the exact payload that was previewed.
+type Operation[In, P, R any] struct {
+	// Preview validates the input, reads what it needs and proposes a
+	// change. It must not write. Return a *ChangeError (see Refuse) to
+	// reject the input with a message for the agent.
+	Preview func(ctx context.Context, in In) (Proposal[P], error)
+	// Apply performs the change and returns what Undo needs (e.g. the value
+	// it replaced). The result is shown to the agent and stored.
+	Apply func(ctx context.Context, p P) (R, error)
+	// Undo reverses an applied change. Leave it nil for an operation that
+	// cannot be undone; the agent then gets no undo token.
+	Undo func(ctx context.Context, p P, result R) error
+	// Observe returns the current state of what the change touches, as a
+	// plain JSON value. It is called at preview, again after the claim
+	// (the apply is refused if the state changed), after the apply (the
+	// "after" snapshot) and before an undo (refused unless the state still
+	// equals that snapshot). Return only what counts as someone's work:
+	// what a person may change that an undo must not destroy. Leave it nil
+	// to skip the state checks.
+	Observe func(ctx context.Context, p P) (any, error)
+}
+
+// op is an Operation with its types erased to canonical JSON, as the Guard
+// stores and calls it.
+type op struct {
+	name        string
+	description string
+	preview     func(ctx context.Context, args json.RawMessage) (storedProposal, error)
+	apply       func(ctx context.Context, payload json.RawMessage) (any, error)
+	undo        func(ctx context.Context, payload, result json.RawMessage) error // nil: no undo
+	observe     func(ctx context.Context, payload json.RawMessage) (any, error)  // nil: no state checks
+}
+
+// storedProposal is a Proposal in the form the ledger keeps.
+type storedProposal struct {
+	payload  json.RawMessage
+	diff     json.RawMessage
+	summary  string
+	warnings []string
+	resource string
+}
+
+// erase turns a typed Operation into an op.
+func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
+	e := &op{
+		name:        name,
+		description: description,
+		preview: func(ctx context.Context, args json.RawMessage) (storedProposal, error) {
+			var in In
+			if err := decodeStrict(args, &in); err != nil {
+				return storedProposal{}, Refuse("invalid arguments for %s: %v", name, err)
+			}
+			p, err := o.Preview(ctx, in)
+			if err != nil {
+				return storedProposal{}, err
+			}
+			return canonicalProposal(p)
+		},
+		apply: func(ctx context.Context, payload json.RawMessage) (any, error) {
+			var p P
+			if err := json.Unmarshal(payload, &p); err != nil {
+				return nil, fmt.Errorf("decode stored payload: %w", err)
+			}
+			return o.Apply(ctx, p)
+		},
+	}
+	if o.Undo != nil {
+		e.undo = func(ctx context.Context, payload, result json.RawMessage) error {
+			var p P
+			if err := json.Unmarshal(payload, &p); err != nil {
+				return fmt.Errorf("decode stored payload: %w", err)
+			}
+			var r R
+			if len(result) > 0 {
+				if err := json.Unmarshal(result, &r); err != nil {
+					return fmt.Errorf("decode stored result: %w", err)
+				}
+			}
+			return o.Undo(ctx, p, r)
+		}
+	}
+	if o.Observe != nil {
+		e.observe = func(ctx context.Context, payload json.RawMessage) (any, error) {
+			var p P
+			if err := json.Unmarshal(payload, &p); err != nil {
+				return nil, fmt.Errorf("decode stored payload: %w", err)
+			}
+			return o.Observe(ctx, p)
+		}
+	}
+	return e
+}
+
+// canonicalProposal converts a typed proposal to canonical JSON, refusing
+// values that have no faithful JSON form (invalid UTF-8, NaN).
+func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
+	payload, err := canonjson.Marshal(p.Payload)
+	if err != nil {
+		return storedProposal{}, Refuse("the proposal's payload cannot be stored: %v", err)
+	}
+	entries := p.Diff
+	if entries == nil {
+		entries = []DiffEntry{}
+	}
+	diff, err := canonjson.Marshal(entries)
+	if err != nil {
+		return storedProposal{}, Refuse("the proposal's diff cannot be stored: %v", err)
+	}
+	for _, s := range append([]string{p.Summary, p.Resource}, p.Warnings...) {
+		if !utf8.ValidString(s) {
+			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource or warnings hold invalid UTF-8")
+		}
+	}
+	return storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource}, nil
+}
+
+// decodeStrict decodes JSON into v, refusing unknown fields.
+func decodeStrict(data json.RawMessage, v any) error {
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,173 @@
+package changeset
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultTTL             = 15 * time.Minute
+	DefaultMinTTL          = 60 * time.Second
+	DefaultMaxTTL          = time.Hour
+	DefaultUndoTTL         = 24 * time.Hour
+	DefaultMaxPayloadBytes = 64 << 10
+	DefaultMaxResultBytes  = 64 << 10
+	DefaultMaxClockSkew    = 60 * time.Second
+	DefaultBusyTimeout     = 5 * time.Second
+	DefaultWriteModeEnv    = "MCP_CHANGESET_WRITE_MODE"
+)
+
+// NoExpiry, as Options.UndoTTL, makes undo tokens valid for as long as the
+// change stays applied. An undo token is a live capability for a second
+// write; prefer a finite window.
+const NoExpiry time.Duration = -1
+
+// Write modes. Apply and undo run only in WriteGuarded mode; previews work in
+// both.
+const (
+	WriteGuarded  = "guarded"
+	WriteDisabled = "disabled"
+)
+
+// ScopeFunc returns the scope a request runs under, e.g. the authenticated
+// principal from req.Extra.TokenInfo. Changes and runs are bound to the
+// scope they were created under: any other scope can neither see nor claim
+// them. req is nil when trusted code calls the Guard's methods directly;
+// the function should then take the scope from ctx.
+type ScopeFunc func(ctx context.Context, req *mcp.CallToolRequest) (string, error)
+
+// Options configure a Guard. The zero value of every field selects its
+// default; New refuses values out of range.
+type Options struct {
+	// LedgerPath is the ledger to open (a SQLite file path, created if
+	// missing). Ignored when Ledger is set.
+	LedgerPath string
+	// Ledger is an already open ledger (for example PostgreSQL). The Guard
+	// does not close a ledger it did not open.
+	Ledger *ledger.Ledger
+
+	// TTL is how long a confirmation token stays valid (default 15 min). It
+	// must lie within MinTTL and MaxTTL (default 60 s to 1 h).
+	TTL, MinTTL, MaxTTL time.Duration
+	// UndoTTL is how long an undo token stays valid after the apply
+	// (default 24 h); NoExpiry removes the limit. MaxUndoTTL, when set, caps
+	// UndoTTL and forbids NoExpiry, for deployments with a hard policy.
+	UndoTTL, MaxUndoTTL time.Duration
+
+	// WriteMode is WriteGuarded or WriteDisabled. When empty, the
+	// environment variable WriteModeEnv (default MCP_CHANGESET_WRITE_MODE)
+	// decides at each call: writes are enabled only when it reads
+	// "guarded".
+	WriteMode    string
+	WriteModeEnv string
+
+	// Scope is a fixed scope for every change (e.g. an account ID).
+	// ScopeFunc, when set, takes precedence and is asked on every call.
+	Scope     string
+	ScopeFunc ScopeFunc
+
+	// Prefix goes in front of every tool name the Guard registers.
+	Prefix string
+	// NoSharedTools leaves out apply_change, undo_change and
+	// get_change_status (and the run tools), for servers that wire their own
+	// (for example to ask the user first). Previews are still registered.
+	NoSharedTools bool
+
+	// MaxPayloadBytes caps the canonical JSON of a proposal's payload, diff
+	// and summary together (default 64 KiB). MaxResultBytes caps an apply's
+	// result (default 64 KiB); a larger result fails the change without an
+	// undo token, although the write has happened.
+	MaxPayloadBytes, MaxResultBytes int
+
+	// BusyTimeout is how long a ledger statement waits for another
+	// process's lock (default 5 s).
+	BusyTimeout time.Duration
+	// MaxClockSkew: a clock that reads more than this before a row's
+	// creation time refuses claims rather than extend a token's life
+	// (default 60 s).
+	MaxClockSkew time.Duration
+	// AllowNetworkFS lets a SQLite ledger live on NFS or SMB. See
+	// ledger.OpenOptions.
+	AllowNetworkFS bool
+
+	// Clock replaces time.Now (tests).
+	Clock func() time.Time
+	// Logger receives one record per transition; tokens are never logged.
+	// Nil discards.
+	Logger *slog.Logger
+}
+
+// resolve fills defaults and validates o.
+func (o Options) resolve() (Options, error) {
+	setDuration(&o.TTL, DefaultTTL)
+	setDuration(&o.MinTTL, DefaultMinTTL)
+	setDuration(&o.MaxTTL, DefaultMaxTTL)
+	setDuration(&o.UndoTTL, DefaultUndoTTL)
+	setDuration(&o.BusyTimeout, DefaultBusyTimeout)
+	setDuration(&o.MaxClockSkew, DefaultMaxClockSkew)
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.WriteModeEnv == "" {
+		o.WriteModeEnv = DefaultWriteModeEnv
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.MinTTL < 0 || o.MaxTTL < 0 || o.TTL < 0:
+		return o, fmt.Errorf("changeset: TTL, MinTTL and MaxTTL must not be negative")
+	case o.MinTTL > o.MaxTTL:
+		return o, fmt.Errorf("changeset: MinTTL %v is greater than MaxTTL %v", o.MinTTL, o.MaxTTL)
+	case o.TTL < o.MinTTL || o.TTL > o.MaxTTL:
+		return o, fmt.Errorf("changeset: TTL %v is outside %v to %v (set MinTTL/MaxTTL to widen the bounds)", o.TTL, o.MinTTL, o.MaxTTL)
+	case o.UndoTTL < 0 && o.UndoTTL != NoExpiry:
+		return o, fmt.Errorf("changeset: UndoTTL %v is negative (use NoExpiry for undo tokens that never expire)", o.UndoTTL)
+	case o.MaxUndoTTL < 0:
+		return o, fmt.Errorf("changeset: MaxUndoTTL %v is negative", o.MaxUndoTTL)
+	case o.MaxUndoTTL > 0 && o.UndoTTL == NoExpiry:
+		return o, fmt.Errorf("changeset: UndoTTL NoExpiry is not allowed when MaxUndoTTL is set")
+	case o.MaxUndoTTL > 0 && o.UndoTTL > o.MaxUndoTTL:
+		return o, fmt.Errorf("changeset: UndoTTL %v exceeds MaxUndoTTL %v", o.UndoTTL, o.MaxUndoTTL)
+	case o.MaxPayloadBytes < 0 || o.MaxResultBytes < 0:
+		return o, fmt.Errorf("changeset: MaxPayloadBytes and MaxResultBytes must not be negative")
+	case o.BusyTimeout < 0:
+		return o, fmt.Errorf("changeset: BusyTimeout %v is negative", o.BusyTimeout)
+	case o.MaxClockSkew < 0:
+		return o, fmt.Errorf("changeset: MaxClockSkew %v is negative", o.MaxClockSkew)
+	case o.WriteMode != "" && o.WriteMode != WriteGuarded && o.WriteMode != WriteDisabled:
+		return o, fmt.Errorf("changeset: unknown WriteMode %q (want %q or %q)", o.WriteMode, WriteGuarded, WriteDisabled)
+	case !validToolPrefix(o.Prefix):
+		return o, fmt.Errorf("changeset: Prefix %q may hold only letters, digits, '_', '-' and '.'", o.Prefix)
+	case o.Ledger == nil && o.LedgerPath == "":
+		return o, fmt.Errorf("changeset: set Options.LedgerPath or Options.Ledger")
+	}
+	return o, nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+func validToolPrefix(p string) bool {
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return len(p) <= 64
+}

@@ -1,0 +1,168 @@
+package changeset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Preview runs the preview of a registered operation for trusted code, as
+// the preview_<action> tool does for the agent: it validates input, stores
+// the proposal as a pending change and returns its confirmation token.
+// input is encoded to JSON and decoded into the operation's input type; a
+// "run_id" property joins the change to a run.
+func (g *Guard) Preview(ctx context.Context, action string, input any) (*PreviewResult, error) {
+	o, ok := g.lookup(action)
+	if !ok {
+		return nil, Refuse("unknown operation %q", action)
+	}
+	args, err := canonjson.Marshal(input)
+	if err != nil {
+		return nil, Refuse("the input for %s cannot be encoded as JSON: %v", action, err)
+	}
+	return g.preview(ctx, nil, o, args)
+}
+
+// preview is the one path every preview takes.
+func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, args json.RawMessage) (*PreviewResult, error) {
+	scope, err := g.scopeOf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	args, runID, err := splitRunID(args)
+	if err != nil {
+		return nil, err
+	}
+	p, err := o.preview(ctx, args)
+	if err != nil {
+		return nil, previewRefusal(o.name, err)
+	}
+	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
+		return nil, Refuse("the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
+	}
+	var stateHash string
+	if o.observe != nil {
+		state, err := g.observe(ctx, o, p.payload)
+		if err != nil {
+			return nil, previewRefusal(o.name, err)
+		}
+		stateHash = canonjson.Hash(state)
+	}
+
+	now := g.now()
+	c := &ledger.Change{
+		ID:          newID(changeIDPrefix),
+		Action:      o.name,
+		Status:      ledger.Pending,
+		ScopeHash:   scope,
+		RunID:       runID,
+		Resource:    p.resource,
+		Payload:     p.payload,
+		PayloadHash: canonjson.Hash(p.payload),
+		Diff:        p.diff,
+		Summary:     p.summary,
+		Warnings:    p.warnings,
+		StateHash:   stateHash,
+		Undoable:    o.undo != nil,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+		ExpiresAt:   now.Add(g.opts.TTL),
+	}
+	token := newToken(confirmPrefix)
+	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
+
+	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		if runID != "" {
+			if err := g.checkRunOpen(tx, runID, scope); err != nil {
+				return err
+			}
+		}
+		return tx.InsertChange(c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Info("change previewed", "change_id", c.ID, "action", c.Action, "run_id", runID)
+
+	res := &PreviewResult{
+		Status:            "preview",
+		ChangeID:          c.ID,
+		Action:            c.Action,
+		Summary:           c.Summary,
+		Diff:              diffViews(c.Diff),
+		ConfirmationToken: token,
+		ExpiresAt:         formatTime(c.ExpiresAt),
+		WritesEnabled:     g.WritesEnabled(),
+		RunID:             runID,
+		Warnings:          c.Warnings,
+	}
+	res.NextStep = previewNextStep(res.WritesEnabled)
+	return res, nil
+}
+
+// checkRunOpen refuses to join a change to a run that is unknown, in
+// another scope, or being or already undone.
+func (g *Guard) checkRunOpen(tx *ledger.Tx, runID, scope string) error {
+	r, err := tx.Run(runID)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ScopeHash != scope) {
+		return Refuse("run %s not found; start one with start_run", runID)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Status != ledger.RunOpen {
+		return Refuse("run %s cannot take new changes (status: %s); start a new run", runID, r.Status)
+	}
+	return nil
+}
+
+// splitRunID takes the optional "run_id" property out of a preview's
+// arguments.
+func splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
+	if len(args) == 0 {
+		return args, "", nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return nil, "", Refuse("the arguments must be a JSON object: %v", err)
+	}
+	raw, ok := m["run_id"]
+	if !ok {
+		return args, "", nil
+	}
+	delete(m, "run_id")
+	var runID string
+	if err := json.Unmarshal(raw, &runID); err != nil {
+		return nil, "", Refuse("run_id must be a string")
+	}
+	if runID != "" && !validID(runID, runIDPrefix) {
+		return nil, "", Refuse("run %s not found; start one with start_run", runID)
+	}
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", err
+	}
+	return rest, runID, nil
+}
+
+// previewRefusal passes a preview's refusal to the agent, and reduces any
+// other error to its type name (the details go to the log).
+func previewRefusal(action string, err error) error {
+	var ce *ChangeError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &ChangeError{Msg: fmt.Sprintf("the preview of %s failed: %s", action, agentText(err)), Err: err}
+}
+
+func previewNextStep(writesEnabled bool) string {
+	if !writesEnabled {
+		return "Show this diff to the user. Writes are disabled on this server, so apply_change will be refused until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; the preview stays valid until it expires."
+	}
+	return "Show this diff to the user and wait. Only after the user explicitly approves it, call apply_change with change_id and confirmation_token. Do not apply on your own judgement."
+}

@@ -1,0 +1,76 @@
+package changeset
+
+import (
+	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+)
+
+// Proposal is what a Preview returns: the exact payload that Apply will
+// receive, and what the agent and the user are shown about it.
+type Proposal[P any] struct {
+	// Payload is stored in the ledger in canonical JSON. Apply, Undo and
+	// Observe receive it decoded from there, never from the agent's call.
+	Payload P
+	// Diff shows the change field by field; DiffFields builds it from two
+	// maps.
+	Diff []DiffEntry
+	// Summary is one line for people, e.g. "Set theme to dark".
+	Summary string
+	// Warnings say what cannot be undone exactly, e.g. "history recorded
+	// before this change cannot be restored". They are shown with the
+	// preview and reported again by a run's undo.
+	Warnings []string
+	// Resource names the thing the change touches, e.g. "note:todo.txt",
+	// so that a run's undo can relate changes to the same thing. Leave it
+	// empty when each change stands alone.
+	Resource string
+}
+
+// DiffEntry is one changed field. Field is the bare field name ("theme", not
+// a path). Before is nil for a field that is created, After is nil for one
+// that is removed. Both must be plain JSON values.
+type DiffEntry struct {
+	Field  string `json:"field"`
+	Before any    `json:"before"`
+	After  any    `json:"after"`
+}
+
+// DiffFields compares two flat maps and returns an entry for every key whose
+// value differs, sorted by key. A key missing from before (or a nil map) is
+// a creation, one missing from after a removal. Values are compared as JSON,
+// so 1 and 1.0 are equal.
+func DiffFields(before, after map[string]any) []DiffEntry {
+	keys := make(map[string]struct{}, len(before)+len(after))
+	for k := range before {
+		keys[k] = struct{}{}
+	}
+	for k := range after {
+		keys[k] = struct{}{}
+	}
+	diff := []DiffEntry{}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		b, inBefore := before[k]
+		a, inAfter := after[k]
+		if inBefore && inAfter && sameJSON(b, a) {
+			continue
+		}
+		diff = append(diff, DiffEntry{Field: k, Before: b, After: a})
+	}
+	return diff
+}
+
+// sameJSON reports whether a and b encode to equal JSON values.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return reflect.DeepEqual(a, b)
+	}
+	var va, vb any
+	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
+		return string(ja) == string(jb)
+	}
+	return reflect.DeepEqual(va, vb)
+}

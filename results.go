@@ -1,0 +1,117 @@
+package changeset
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// PreviewResult is what a preview returns to the agent.
+type PreviewResult struct {
+	Status   string     `json:"status" jsonschema:"always \"preview\""`
+	ChangeID string     `json:"change_id"`
+	Action   string     `json:"action"`
+	Summary  string     `json:"summary"`
+	Diff     []DiffView `json:"diff"`
+	// ConfirmationToken unlocks apply_change once. It is left out when the
+	// user approves changes through the client instead.
+	ConfirmationToken string   `json:"confirmation_token,omitempty"`
+	ExpiresAt         string   `json:"expires_at" jsonschema:"when the confirmation token expires (RFC 3339)"`
+	WritesEnabled     bool     `json:"writes_enabled"`
+	NextStep          string   `json:"next_step"`
+	RunID             string   `json:"run_id,omitempty"`
+	Warnings          []string `json:"warnings,omitempty"`
+}
+
+// DiffView is a diff entry as stored: Before and After are canonical JSON
+// (null for a created or removed field).
+type DiffView struct {
+	Field  string          `json:"field"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+}
+
+// ApplyResult is what a successful apply returns.
+type ApplyResult struct {
+	Status   string          `json:"status" jsonschema:"always \"applied\""`
+	ChangeID string          `json:"change_id"`
+	Result   json.RawMessage `json:"result"`
+	// UndoToken unlocks undo_change once; absent when the operation has no
+	// inverse.
+	UndoToken     string `json:"undo_token,omitempty"`
+	UndoExpiresAt string `json:"undo_expires_at,omitempty" jsonschema:"when the undo token expires (RFC 3339); absent when it does not"`
+}
+
+// UndoResult is what a successful undo returns.
+type UndoResult struct {
+	Status   string `json:"status" jsonschema:"always \"undone\""`
+	ChangeID string `json:"change_id"`
+}
+
+// ChangeStatus is a change as the agent may see it: no tokens, no digests,
+// and of a failure only its Go type name.
+type ChangeStatus struct {
+	ChangeID      string     `json:"change_id"`
+	Action        string     `json:"action"`
+	Status        string     `json:"status"`
+	Summary       string     `json:"summary"`
+	Diff          []DiffView `json:"diff"`
+	RunID         string     `json:"run_id,omitempty"`
+	Resource      string     `json:"resource,omitempty"`
+	Warnings      []string   `json:"warnings,omitempty"`
+	Undoable      bool       `json:"undoable"`
+	CreatedAt     string     `json:"created_at"`
+	UpdatedAt     string     `json:"updated_at"`
+	ExpiresAt     string     `json:"expires_at"`
+	AppliedAt     string     `json:"applied_at,omitempty"`
+	UndoExpiresAt string     `json:"undo_expires_at,omitempty"`
+	UndoneAt      string     `json:"undone_at,omitempty"`
+	Error         string     `json:"error,omitempty" jsonschema:"the Go type name of the error that failed the change"`
+}
+
+// statusOf builds the agent's view of a change.
+func statusOf(c *ledger.Change) *ChangeStatus {
+	return &ChangeStatus{
+		ChangeID:      c.ID,
+		Action:        c.Action,
+		Status:        string(c.Status),
+		Summary:       c.Summary,
+		Diff:          diffViews(c.Diff),
+		RunID:         c.RunID,
+		Resource:      c.Resource,
+		Warnings:      c.Warnings,
+		Undoable:      c.Undoable,
+		CreatedAt:     formatTime(c.CreatedAt),
+		UpdatedAt:     formatTime(c.UpdatedAt),
+		ExpiresAt:     formatTime(c.ExpiresAt),
+		AppliedAt:     formatTime(c.AppliedAt),
+		UndoExpiresAt: formatTime(c.UndoExpiresAt),
+		UndoneAt:      formatTime(c.UndoneAt),
+		Error:         c.ErrorType,
+	}
+}
+
+// diffViews decodes a stored canonical diff. The ledger only ever holds
+// diffs the Guard encoded, so a decoding failure yields an empty diff.
+func diffViews(stored json.RawMessage) []DiffView {
+	out := []DiffView{}
+	_ = json.Unmarshal(stored, &out)
+	for i := range out {
+		if out[i].Before == nil {
+			out[i].Before = json.RawMessage("null")
+		}
+		if out[i].After == nil {
+			out[i].After = json.RawMessage("null")
+		}
+	}
+	return out
+}
+
+// formatTime renders t in RFC 3339 UTC, or "" for the zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}

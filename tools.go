@@ -1,0 +1,232 @@
+package changeset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Register adds a guarded operation to g under tool.Name (e.g.
+// "set_setting") and, when g has a server, registers its preview tool
+// "preview_<name>" (after the Prefix). The tool's input schema is inferred
+// from In unless tool.InputSchema is set; an optional "run_id" property is
+// added to it so that a preview can join a run.
+//
+// Like mcp.AddTool, Register panics on programming errors: a missing name,
+// Preview or Apply, a name registered twice, or an input type whose schema
+// is not an object or already has a "run_id" property.
+func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
+	if tool == nil || tool.Name == "" {
+		panic("changeset.Register: the tool needs a name")
+	}
+	name := tool.Name
+	if op.Preview == nil || op.Apply == nil {
+		panic(fmt.Sprintf("changeset.Register %q: Preview and Apply are required", name))
+	}
+	o := erase(name, tool.Description, op)
+	g.mu.Lock()
+	_, dup := g.ops[name]
+	if !dup {
+		g.ops[name] = o
+	}
+	g.mu.Unlock()
+	if dup {
+		panic(fmt.Sprintf("changeset.Register: operation %q registered twice", name))
+	}
+	if g.server == nil {
+		return
+	}
+
+	in := tool.InputSchema
+	if in == nil {
+		s, err := jsonschema.For[In](schemaOptions)
+		if err != nil {
+			panic(fmt.Sprintf("changeset.Register %q: input schema: %v", name, err))
+		}
+		in = s
+	}
+	schema, ok := in.(*jsonschema.Schema)
+	if !ok || schema.Type != "object" {
+		panic(fmt.Sprintf("changeset.Register %q: the input schema must be a *jsonschema.Schema of type object", name))
+	}
+	schema = schema.CloneSchemas()
+	if _, taken := schema.Properties["run_id"]; taken {
+		panic(fmt.Sprintf("changeset.Register %q: the input may not have its own run_id property", name))
+	}
+	if schema.Properties == nil {
+		schema.Properties = map[string]*jsonschema.Schema{}
+	}
+	schema.Properties["run_id"] = &jsonschema.Schema{Type: "string",
+		Description: "Optional: the run (from start_run) this change belongs to."}
+
+	desc := strings.TrimSpace(tool.Description)
+	if desc != "" {
+		desc += "\n\n"
+	}
+	desc += "This only previews: it returns a diff and a confirmation token and changes nothing. Show the diff to the user; apply it with apply_change only after the user approves."
+	pt := &mcp.Tool{
+		Name:         g.toolName("preview_" + name),
+		Title:        tool.Title,
+		Description:  desc,
+		InputSchema:  schema,
+		OutputSchema: outputSchema[PreviewResult](),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}
+	addTool(g, pt, func(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, *PreviewResult, error) {
+		res, err := g.preview(ctx, req, o, args)
+		return nil, res, g.toolError(err)
+	})
+}
+
+// schemaOptions infers schemas that every MCP client accepts: a raw JSON
+// value may be any JSON type (not the bare schema true, which clients on the
+// TypeScript SDK reject, nor the byte array jsonschema infers).
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): anyJSON(),
+	reflect.TypeFor[any]():             anyJSON(),
+}}
+
+func anyJSON() *jsonschema.Schema {
+	return &jsonschema.Schema{Types: []string{"object", "array", "string", "number", "boolean", "null"}}
+}
+
+// outputSchema infers the output schema of T with schemaOptions.
+func outputSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("changeset: output schema of %T: %v", *new(T), err))
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// toolError turns an error into the tool error the agent reads: the message
+// of the library's own error types, the Go type name of anything else. The
+// full error goes to the log.
+func (g *Guard) toolError(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := agentText(err)
+	var ce *ChangeError
+	if !errors.As(err, &ce) || ce.Err != nil {
+		g.log.Warn("tool call failed", "err", err)
+	}
+	return errors.New(text)
+}
+
+// The shared tools' inputs.
+type (
+	applyInput struct {
+		ChangeID          string `json:"change_id" jsonschema:"the change_id from the preview"`
+		ConfirmationToken string `json:"confirmation_token" jsonschema:"the confirmation_token from the preview"`
+	}
+	undoInput struct {
+		ChangeID  string `json:"change_id" jsonschema:"the change_id of the applied change"`
+		UndoToken string `json:"undo_token" jsonschema:"the undo_token from apply_change"`
+	}
+	statusInput struct {
+		ChangeID string `json:"change_id"`
+	}
+)
+
+// addSharedTools registers apply_change, undo_change and get_change_status.
+func (g *Guard) addSharedTools() {
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("apply_change"),
+		Description: "Apply a previewed change, exactly as previewed, once. Call it only after the user has seen the preview's diff and explicitly approved it. " +
+			"It is refused if the state changed since the preview, if the token was already used or expired, or if writes are disabled.",
+		OutputSchema: outputSchema[ApplyResult](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
+		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, string(agentActor), false)
+		return nil, res, g.toolError(err)
+	})
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("undo_change"),
+		Description: "Undo an applied change with its undo token. Ask the user first. " +
+			"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
+		OutputSchema: outputSchema[UndoResult](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
+		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, string(agentActor), false)
+		return nil, res, g.toolError(err)
+	})
+	addTool(g, &mcp.Tool{
+		Name:         g.toolName("get_change_status"),
+		Description:  "Show a change: its status, diff and timestamps. Tokens are never shown.",
+		OutputSchema: outputSchema[ChangeStatus](),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, *ChangeStatus, error) {
+		res, err := g.status(ctx, req, in.ChangeID)
+		return nil, res, g.toolError(err)
+	})
+}
+
+// Instructions is what the Guard adds to the server's instructions for the
+// agent. Servers that build their initialize result themselves can include
+// it.
+const Instructions = `This server guards every change it can make. A tool named preview_<operation> changes nothing: it returns a diff, a change_id and a confirmation_token.
+Show every diff to the user in full and wait for the user's explicit approval before calling apply_change with the change_id and confirmation_token. Never apply on your own judgement, and never reuse a token.
+apply_change is refused if the state changed since the preview; preview again and show the new diff. It returns an undo_token; keep it, and undo only when the user asks (undo_change).`
+
+// middleware appends Instructions to the server's own instructions in the
+// initialize result, and refuses calls of the Guard's tools whose arguments
+// are not strictly valid JSON text: the SDK would otherwise replace invalid
+// UTF-8 and lone surrogates with U+FFFD before a handler sees them, and a
+// payload must never be altered silently.
+func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil && g.ownsTool(ctr.Params.Name) && len(ctr.Params.Arguments) > 0 {
+			if _, err := canonjson.Canonicalize(ctr.Params.Arguments); err != nil {
+				res := &mcp.CallToolResult{}
+				res.SetError(fmt.Errorf("the arguments of %s were refused: %v; nothing was done", ctr.Params.Name, err))
+				return res, nil
+			}
+		}
+		res, err := next(ctx, method, req)
+		if err == nil {
+			switch r := res.(type) {
+			case *mcp.InitializeResult: // protocol 2025-11-25 and older
+				r.Instructions = withInstructions(r.Instructions)
+			case *mcp.DiscoverResult: // protocol 2026-07-28
+				r.Instructions = withInstructions(r.Instructions)
+			}
+		}
+		return res, err
+	}
+}
+
+// addTool registers a tool on the server and remembers it as the Guard's.
+func addTool[In, Out any](g *Guard, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	g.mu.Lock()
+	g.tools[t.Name] = true
+	g.mu.Unlock()
+	mcp.AddTool(g.server, t, h)
+}
+
+// ownsTool reports whether the Guard registered the tool named name.
+func (g *Guard) ownsTool(name string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.tools[name]
+}
+
+// withInstructions appends the Guard's Instructions to a server's own.
+func withInstructions(own string) string {
+	switch {
+	case strings.Contains(own, Instructions):
+		return own
+	case own == "":
+		return Instructions
+	}
+	return own + "\n\n" + Instructions
+}
