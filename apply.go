@@ -27,8 +27,13 @@ func (g *Guard) Undo(ctx context.Context, changeID, undoToken string) (*UndoResu
 // trusted code (a dashboard, a support tool), without an undo token. by
 // names the person (see Person) and is recorded in the ledger. The state
 // checks, the undo window and the write mode apply as for the agent.
+// Scopes are not checked: trusted code may undo any change.
 func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, error) {
-	return g.undo(ctx, nil, changeID, "", by, true)
+	c, err := g.get(ctx, changeID)
+	if err != nil {
+		return nil, err
+	}
+	return g.undoChange(ctx, changeID, "", c.ScopeHash, by, true)
 }
 
 func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*ApplyResult, error) {
@@ -103,12 +108,18 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 }
 
 func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*UndoResult, error) {
-	if !g.WritesEnabled() {
-		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
-	}
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	return g.undoChange(ctx, id, token, scope, by, trusted)
+}
+
+// undoChange is the one path every undo takes: a single change's, and each
+// change of a run's.
+func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, trusted bool) (*UndoResult, error) {
+	if !g.WritesEnabled() {
+		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
 	c, err := g.claim(ctx, undoClaim, id, token, scope, by, trusted)
 	if err != nil {

@@ -62,6 +62,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		server.AddReceivingMiddleware(g.middleware)
 		if !opts.NoSharedTools {
 			g.addSharedTools()
+			g.addRunTools()
 		}
 	}
 	return g, nil

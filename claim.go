@@ -17,11 +17,16 @@ type claimKind struct {
 	verb    string        // "applied" / "undone", for refusals
 	token   string        // the token's name, for refusals
 	prefix  string        // the token's prefix
+	// anyUndo skips the checks that an inverse exists and that the undo
+	// window is open: for closing changes that need no write.
+	anyUndo bool
 }
 
 var (
-	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix}
-	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix}
+	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix, false}
+	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix, false}
+	// netZeroClaim closes a change of a run that needs no write.
+	netZeroClaim = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix, true}
 )
 
 // claim is the one place a change is claimed for apply or undo. In a single
@@ -66,7 +71,7 @@ func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by str
 			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))}
 			return tx.UpdateChange(c, ledger.Pending)
 		}
-		if k.from == ledger.Applied {
+		if k.from == ledger.Applied && !k.anyUndo {
 			if !c.Undoable {
 				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its operation has no undo", id)}
 				return nil

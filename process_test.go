@@ -3,6 +3,7 @@ package changeset_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -32,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperRace())
 	case "hang":
 		os.Exit(helperHang())
+	case "undorun":
+		os.Exit(helperUndoRun())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper")
 		os.Exit(3)
@@ -67,6 +70,49 @@ func registerProcessOps(g *changeset.Guard) {
 	})
 }
 
+// fileIn is the payload of putfile: write Content to Path; every undo
+// appends a line to Marker.
+type fileIn struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Marker  string `json:"marker"`
+}
+
+type fileState struct {
+	Exists  bool   `json:"exists"`
+	Content string `json:"content"`
+}
+
+func readFileState(path string) fileState {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fileState{}
+	}
+	return fileState{Exists: true, Content: string(b)}
+}
+
+func registerFileOp(g *changeset.Guard) {
+	changeset.Register(g, &mcp.Tool{Name: "putfile"}, changeset.Operation[fileIn, fileIn, fileState]{
+		Preview: func(ctx context.Context, in fileIn) (changeset.Proposal[fileIn], error) {
+			return changeset.Proposal[fileIn]{Payload: in, Resource: "file:" + in.Path}, nil
+		},
+		Apply: func(ctx context.Context, p fileIn) (fileState, error) {
+			prev := readFileState(p.Path)
+			return prev, os.WriteFile(p.Path, []byte(p.Content), 0o600)
+		},
+		Undo: func(ctx context.Context, p fileIn, prev fileState) error {
+			if err := appendLine(p.Marker, "undo "+p.Path); err != nil {
+				return err
+			}
+			if !prev.Exists {
+				return os.Remove(p.Path)
+			}
+			return os.WriteFile(p.Path, []byte(prev.Content), 0o600)
+		},
+		Observe: func(ctx context.Context, p fileIn) (any, error) { return readFileState(p.Path), nil },
+	})
+}
+
 func appendLine(path, line string) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -85,7 +131,51 @@ func helperGuard() (*changeset.Guard, error) {
 		return nil, err
 	}
 	registerProcessOps(g)
+	registerFileOp(g)
 	return g, nil
+}
+
+// helperUndoRun calls undo_run(dry_run=false) through an MCP client on the
+// run CHANGESET_RUN with the token CHANGESET_TOKEN, after waiting for the
+// file CHANGESET_GO to appear (so that helpers start together), and prints
+// "ok <report>" or "refused <message>".
+func helperUndoRun() int {
+	server := mcp.NewServer(&mcp.Implementation{Name: "helper", Version: "1"}, nil)
+	g, err := changeset.New(server, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer g.Close()
+	registerFileOp(g)
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := server.Connect(ctx, st, nil); err != nil {
+		return 1
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		return 1
+	}
+	for {
+		if _, err := os.Stat(os.Getenv("CHANGESET_GO")); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "undo_run", Arguments: map[string]any{
+		"run_id": os.Getenv("CHANGESET_RUN"), "dry_run": false, "confirmation_token": os.Getenv("CHANGESET_TOKEN")}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if res.IsError {
+		fmt.Printf("refused %s\n", res.Content[0].(*mcp.TextContent).Text)
+		return 0
+	}
+	out, _ := json.Marshal(res.StructuredContent)
+	fmt.Printf("ok %s\n", out)
+	return 0
 }
 
 // helperRace applies every change named in CHANGESET_CHANGES (id=token,
@@ -284,5 +374,74 @@ func TestProcesses_KilledMidApplyStaysApplyingUntilReconciled(t *testing.T) {
 	rec, _ = g.Record(ctx, p.ChangeID)
 	if rec.Status != ledger.ApplyFailed || !strings.Contains(rec.Note, "not written") {
 		t.Fatalf("after reconcile: %s %q", rec.Status, rec.Note)
+	}
+}
+
+func TestProcesses_ConcurrentUndoRunUndoesOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	marker := filepath.Join(dir, "undos.txt")
+	server := mcp.NewServer(&mcp.Implementation{Name: "p", Version: "1"}, nil)
+	g, err := changeset.New(server, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	registerFileOp(g)
+	cs := connect(t, server)
+	run := mustCall(t, cs, "start_run", map[string]any{"label": "files"})["run_id"].(string)
+	const files = 5
+	for i := range files {
+		p := mustCall(t, cs, "preview_putfile", map[string]any{"run_id": run, "path": filepath.Join(dir, fmt.Sprintf("f%d", i)), "content": "x", "marker": marker})
+		mustCall(t, cs, "apply_change", map[string]any{"change_id": p["change_id"], "confirmation_token": p["confirmation_token"]})
+	}
+	token := mustCall(t, cs, "undo_run", map[string]any{"run_id": run})["confirmation_token"].(string)
+
+	goFile := filepath.Join(dir, "go")
+	var outs [2][]byte
+	var wg sync.WaitGroup
+	for i := range outs {
+		cmd := helperCmd(t, "undorun", path, "")
+		cmd.Env = append(cmd.Env, "CHANGESET_RUN="+run, "CHANGESET_TOKEN="+token, "CHANGESET_GO="+goFile)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("helper: %v", err)
+			}
+			outs[i] = out
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // let both helpers open the ledger
+	os.WriteFile(goFile, nil, 0o600)
+	wg.Wait()
+
+	undid := 0
+	for _, out := range outs {
+		line := strings.TrimSpace(string(out))
+		switch {
+		case strings.HasPrefix(line, "ok ") && strings.Contains(line, `"undone":[{`):
+			undid++
+		case strings.HasPrefix(line, "refused ") && strings.Contains(line, "being undone"):
+		case strings.HasPrefix(line, "ok "): // the stored report, if the other finished first
+		default:
+			t.Errorf("helper said %q", line)
+		}
+	}
+	data, _ := os.ReadFile(marker)
+	if n := strings.Count(string(data), "undo "); n != files {
+		t.Fatalf("%d undo writes, want %d: the run was undone twice or not at all", n, files)
+	}
+	if undid < 1 {
+		t.Fatal("no helper undid the run")
+	}
+	for i := range files {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("f%d", i))); err == nil {
+			t.Errorf("file %d still exists", i)
+		}
 	}
 }

@@ -136,6 +136,24 @@ type (
 	statusInput struct {
 		ChangeID string `json:"change_id"`
 	}
+	startRunInput struct {
+		Label string `json:"label" jsonschema:"what the task is, in a few words (e.g. Checkout tracking)"`
+	}
+	getRunInput struct {
+		RunID string `json:"run_id"`
+	}
+	listRunsInput struct {
+		Status string `json:"status,omitempty" jsonschema:"only runs in this status: open, undoing, undone or partially_undone"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many runs (default 20, at most 100)"`
+	}
+	listRunsOutput struct {
+		Runs []RunInfo `json:"runs"`
+	}
+	undoRunInput struct {
+		RunID             string `json:"run_id"`
+		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"report what the undo would do and change nothing (default true)"`
+		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"the confirmation_token of the dry run; required when dry_run is false"`
+	}
 )
 
 // addSharedTools registers apply_change, undo_change and get_change_status.
@@ -171,12 +189,61 @@ func (g *Guard) addSharedTools() {
 	})
 }
 
+// addRunTools registers start_run, get_run, list_runs and undo_run.
+func (g *Guard) addRunTools() {
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("start_run"),
+		Description: "Start a run: one unit for all the changes of one task, so the user can review and undo them together. " +
+			"Call it at the start of a task and pass its run_id to every preview of the task.",
+		OutputSchema: outputSchema[RunInfo](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in startRunInput) (*mcp.CallToolResult, *RunInfo, error) {
+		res, err := g.startRun(ctx, req, in.Label)
+		return nil, res, g.toolError(err)
+	})
+	addTool(g, &mcp.Tool{
+		Name:         g.toolName("get_run"),
+		Description:  "Show a run and its changes, newest first, with diffs and statuses, and the report of its undo once there is one. Tokens are never shown.",
+		OutputSchema: outputSchema[RunDetail](),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in getRunInput) (*mcp.CallToolResult, *RunDetail, error) {
+		res, err := g.runDetail(ctx, req, in.RunID)
+		return nil, res, g.toolError(err)
+	})
+	addTool(g, &mcp.Tool{
+		Name:         g.toolName("list_runs"),
+		Description:  "List runs, newest first.",
+		OutputSchema: outputSchema[listRunsOutput](),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in listRunsInput) (*mcp.CallToolResult, *listRunsOutput, error) {
+		runs, err := g.listRuns(ctx, req, in.Status, in.Limit)
+		if err != nil {
+			return nil, nil, g.toolError(err)
+		}
+		return nil, &listRunsOutput{Runs: runs}, nil
+	})
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("undo_run"),
+		Description: "Undo every change of a run, newest first. By default this is a dry run: it changes nothing and reports what will be undone, " +
+			"what is skipped because people changed it since, and what cannot be undone exactly, with a confirmation_token. " +
+			"Show that report to the user; only after the user approves, call again with dry_run=false and the token.",
+		OutputSchema: outputSchema[RunReport](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
+		dryRun := in.DryRun == nil || *in.DryRun
+		res, err := g.undoRunTool(ctx, req, in.RunID, dryRun, in.ConfirmationToken)
+		return nil, res, g.toolError(err)
+	})
+}
+
 // Instructions is what the Guard adds to the server's instructions for the
 // agent. Servers that build their initialize result themselves can include
 // it.
 const Instructions = `This server guards every change it can make. A tool named preview_<operation> changes nothing: it returns a diff, a change_id and a confirmation_token.
 Show every diff to the user in full and wait for the user's explicit approval before calling apply_change with the change_id and confirmation_token. Never apply on your own judgement, and never reuse a token.
-apply_change is refused if the state changed since the preview; preview again and show the new diff. It returns an undo_token; keep it, and undo only when the user asks (undo_change).`
+apply_change is refused if the state changed since the preview; preview again and show the new diff. It returns an undo_token; keep it, and undo only when the user asks (undo_change).
+For a task of more than one change, call start_run first with a short label and pass its run_id to every preview of the task, so the user can review the task as one unit (get_run) and take it back in one step.
+To undo a run, call undo_run: it is a dry run by default. Show its report to the user (what will be undone, what is skipped and why, what cannot be undone exactly) and call undo_run with dry_run=false and its confirmation_token only after the user approves.`
 
 // middleware appends Instructions to the server's own instructions in the
 // initialize result, and refuses calls of the Guard's tools whose arguments

@@ -75,7 +75,7 @@ func TestStdio_PreviewApplyReplayUndo(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	if got := strings.Join(names, ","); got != "apply_change,get_change_status,get_settings,preview_set_setting,undo_change" {
+	if got := strings.Join(names, ","); got != "apply_change,get_change_status,get_run,get_settings,list_runs,preview_set_setting,start_run,undo_change,undo_run" {
 		t.Fatalf("tools = %s", got)
 	}
 

@@ -1,0 +1,161 @@
+package changeset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A run groups the changes of one agent task, so that people can review
+// everything the agent did as one unit and take it back in one step. The
+// agent starts a run with start_run and passes its ID on every preview.
+
+// maxLabelBytes caps a run's label.
+const maxLabelBytes = 200
+
+// RunInfo is a run as the agent and trusted code see it: no tokens, no
+// digests.
+type RunInfo struct {
+	RunID     string `json:"run_id"`
+	Label     string `json:"label"`
+	Status    string `json:"status"`
+	CreatedAt string `json:"created_at"`
+	UpdatedAt string `json:"updated_at"`
+}
+
+// RunDetail is a run with its changes, newest first, and the stored report
+// of its undo once there is one.
+type RunDetail struct {
+	RunInfo
+	Changes []ChangeStatus `json:"changes"`
+	Report  *RunReport     `json:"report,omitempty"`
+}
+
+// StartRun opens a run for trusted code, as start_run does for the agent.
+// The run belongs to the scope of ctx (see ScopeFunc).
+func (g *Guard) StartRun(ctx context.Context, label string) (*RunInfo, error) {
+	return g.startRun(ctx, nil, label)
+}
+
+func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label string) (*RunInfo, error) {
+	if !utf8.ValidString(label) || len(label) > maxLabelBytes {
+		return nil, Refuse("a run's label must be valid UTF-8 of at most %d bytes", maxLabelBytes)
+	}
+	scope, err := g.scopeOf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	now := g.now()
+	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, CreatedAt: now, UpdatedAt: now}
+	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRun(r) }); err != nil {
+		return nil, err
+	}
+	g.log.Info("run started", "run_id", r.ID)
+	return runInfo(r), nil
+}
+
+// Run returns a run and its changes, newest first, as get_run does. A run
+// of another scope is reported as not found.
+func (g *Guard) Run(ctx context.Context, runID string) (*RunDetail, error) {
+	return g.runDetail(ctx, nil, runID)
+}
+
+func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID string) (*RunDetail, error) {
+	r, err := g.scopedRun(ctx, req, runID)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
+	if err != nil {
+		return nil, err
+	}
+	d := &RunDetail{RunInfo: *runInfo(r), Changes: []ChangeStatus{}}
+	for _, c := range changes {
+		d.Changes = append(d.Changes, *statusOf(c))
+	}
+	if r.Report != nil {
+		d.Report, err = decodeReport(r.Report)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Runs lists the runs of the caller's scope, newest first, as list_runs
+// does. status filters by run status when not empty; limit caps the list
+// (default 20, at most 100).
+func (g *Guard) Runs(ctx context.Context, status string, limit int) ([]RunInfo, error) {
+	return g.listRuns(ctx, nil, status, limit)
+}
+
+func (g *Guard) listRuns(ctx context.Context, req *mcp.CallToolRequest, status string, limit int) ([]RunInfo, error) {
+	scope, err := g.scopeOf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	f := ledger.RunFilter{ScopeHash: scope, Limit: 20}
+	switch {
+	case limit < 0 || limit > 100:
+		return nil, Refuse("limit must be between 1 and 100")
+	case limit > 0:
+		f.Limit = limit
+	}
+	if status != "" {
+		s := ledger.RunStatus(status)
+		if !s.Valid() {
+			return nil, Refuse("unknown run status %q (want open, undoing, undone or partially_undone)", status)
+		}
+		f.Statuses = []ledger.RunStatus{s}
+	}
+	runs, err := g.ledger.ListRuns(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := []RunInfo{}
+	for _, r := range runs {
+		out = append(out, *runInfo(r))
+	}
+	return out, nil
+}
+
+// scopedRun reads a run of the caller's scope.
+func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID string) (*ledger.Run, error) {
+	scope, err := g.scopeOf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.getRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.ScopeHash != scope {
+		return nil, runNotFound(runID)
+	}
+	return r, nil
+}
+
+// getRun reads a run whatever its scope.
+func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
+	if !validID(runID, runIDPrefix) {
+		return nil, runNotFound(runID)
+	}
+	r, err := g.ledger.GetRun(ctx, runID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, runNotFound(runID)
+	}
+	return r, err
+}
+
+func runNotFound(id string) error {
+	return &ChangeError{Msg: fmt.Sprintf("run %s not found; start one with start_run", id)}
+}
+
+func runInfo(r *ledger.Run) *RunInfo {
+	return &RunInfo{RunID: r.ID, Label: r.Label, Status: string(r.Status),
+		CreatedAt: formatTime(r.CreatedAt), UpdatedAt: formatTime(r.UpdatedAt)}
+}
