@@ -26,11 +26,16 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 	if tool == nil || tool.Name == "" {
 		panic("changeset.Register: the tool needs a name")
 	}
-	name := tool.Name
 	if op.Preview == nil || op.Apply == nil {
-		panic(fmt.Sprintf("changeset.Register %q: Preview and Apply are required", name))
+		panic(fmt.Sprintf("changeset.Register %q: Preview and Apply are required", tool.Name))
 	}
-	o := erase(name, tool.Description, op)
+	g.register(tool, erase(tool.Name, tool.Description, op), inputSchema[In])
+}
+
+// register adds a type-erased operation and its preview tool. schema
+// infers the input schema when the tool has none.
+func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schema, error)) {
+	name := tool.Name
 	g.mu.Lock()
 	_, dup := g.ops[name]
 	if !dup {
@@ -46,24 +51,24 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 
 	in := tool.InputSchema
 	if in == nil {
-		s, err := jsonschema.For[In](schemaOptions)
+		s, err := schema()
 		if err != nil {
 			panic(fmt.Sprintf("changeset.Register %q: input schema: %v", name, err))
 		}
 		in = s
 	}
-	schema, ok := in.(*jsonschema.Schema)
-	if !ok || schema.Type != "object" {
+	input, ok := in.(*jsonschema.Schema)
+	if !ok || input.Type != "object" {
 		panic(fmt.Sprintf("changeset.Register %q: the input schema must be a *jsonschema.Schema of type object", name))
 	}
-	schema = schema.CloneSchemas()
-	if _, taken := schema.Properties["run_id"]; taken {
+	input = input.CloneSchemas()
+	if _, taken := input.Properties["run_id"]; taken {
 		panic(fmt.Sprintf("changeset.Register %q: the input may not have its own run_id property", name))
 	}
-	if schema.Properties == nil {
-		schema.Properties = map[string]*jsonschema.Schema{}
+	if input.Properties == nil {
+		input.Properties = map[string]*jsonschema.Schema{}
 	}
-	schema.Properties["run_id"] = &jsonschema.Schema{Type: "string",
+	input.Properties["run_id"] = &jsonschema.Schema{Type: "string",
 		Description: "Optional: the run (from start_run) this change belongs to."}
 
 	desc := strings.TrimSpace(tool.Description)
@@ -75,7 +80,7 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 		Name:         g.toolName("preview_" + name),
 		Title:        tool.Title,
 		Description:  desc,
-		InputSchema:  schema,
+		InputSchema:  input,
 		OutputSchema: outputSchema[PreviewResult](),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}
@@ -84,6 +89,9 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 		return nil, res, g.toolError(err)
 	})
 }
+
+// inputSchema infers the input schema of In with schemaOptions.
+func inputSchema[In any]() (*jsonschema.Schema, error) { return jsonschema.For[In](schemaOptions) }
 
 // schemaOptions infers schemas that every MCP client accepts: a raw JSON
 // value may be any JSON type (not the bare schema true, which clients on the
