@@ -44,61 +44,20 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 	if err != nil {
 		return nil, err
 	}
+	if o := g.txOpOf(ctx, id); o != nil {
+		return g.applyTx(ctx, o, id, token, scope, by, trusted)
+	}
 	c, err := g.claim(ctx, applyClaim, id, token, scope, by, trusted)
 	if err != nil {
 		return nil, err
 	}
 	o, ok := g.lookup(c.Action)
-	if !ok {
-		return nil, g.fail(ctx, c, ledger.ApplyFailed, by, &ChangeError{ChangeID: id,
-			Msg: fmt.Sprintf("change %s was not applied: this server no longer has the operation %q", id, c.Action)})
+	if !ok || o.apply == nil {
+		return nil, g.fail(ctx, c, by, errOperationGone(c))
 	}
-	if o.observe != nil {
-		before, err := g.observe(ctx, o, c.Payload)
-		if err != nil {
-			return nil, g.fail(ctx, c, ledger.ApplyFailed, by, err)
-		}
-		if canonjson.Hash(before) != c.StateHash {
-			return nil, g.fail(ctx, c, ledger.ApplyFailed, by, &StateChangedError{ChangeID: id, Phase: "apply"})
-		}
-		c.Before = before
-	}
-
-	out, err := call(func() (any, error) { return o.apply(ctx, c.Payload) })
+	res, err := g.performApply(ctx, c, g.external(ctx, o))
 	if err != nil {
-		return nil, g.fail(ctx, c, ledger.ApplyFailed, by, err)
-	}
-	result, err := canonjson.Marshal(out)
-	if err != nil {
-		return nil, g.fail(ctx, c, ledger.ApplyFailed, by, &ChangeError{ChangeID: id,
-			Msg: fmt.Sprintf("change %s was applied, but its result cannot be stored (%v); it has no undo", id, err), Err: err})
-	}
-	if len(result) > g.opts.MaxResultBytes {
-		return nil, g.fail(ctx, c, ledger.ApplyFailed, by, &ChangeError{ChangeID: id,
-			Msg: fmt.Sprintf("change %s was applied, but its result of %d bytes is over the limit of %d; it has no undo", id, len(result), g.opts.MaxResultBytes)})
-	}
-	if o.observe != nil {
-		// The write happened: a failing Observe must not lose that fact.
-		// Without an "after" snapshot the undo has nothing to compare with,
-		// so it will refuse.
-		if after, err := g.observe(context.WithoutCancel(ctx), o, c.Payload); err == nil {
-			c.After = after
-		} else {
-			g.log.Warn("observe after apply failed; undo will be refused", "change_id", id, "err", err)
-		}
-	}
-
-	now := g.now()
-	c.Status, c.Result, c.AppliedAt = ledger.Applied, result, now
-	res := &ApplyResult{Status: "applied", ChangeID: id, Result: result}
-	if o.undo != nil {
-		undoToken := newToken(undoPrefix)
-		c.UndoHash = tokenDigest(purposeUndo, c.ID, c.PayloadHash, undoToken)
-		res.UndoToken = undoToken
-		if g.opts.UndoTTL != NoExpiry {
-			c.UndoExpiresAt = now.Add(g.opts.UndoTTL)
-			res.UndoExpiresAt = formatTime(c.UndoExpiresAt)
-		}
+		return nil, g.fail(ctx, c, by, err)
 	}
 	if err := g.finish(ctx, c, ledger.Applying, by); err != nil {
 		return nil, &ChangeError{ChangeID: id, Err: err, Msg: fmt.Sprintf(
@@ -121,28 +80,20 @@ func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, tru
 	if !g.WritesEnabled() {
 		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
+	if o := g.txOpOf(ctx, id); o != nil {
+		return g.undoTx(ctx, o, id, token, scope, by, trusted)
+	}
 	c, err := g.claim(ctx, undoClaim, id, token, scope, by, trusted)
 	if err != nil {
 		return nil, err
 	}
 	o, ok := g.lookup(c.Action)
 	if !ok || o.undo == nil {
-		return nil, g.fail(ctx, c, ledger.UndoFailed, by, &ChangeError{ChangeID: id,
-			Msg: fmt.Sprintf("change %s was not undone: this server no longer has the undo of %q", id, c.Action)})
+		return nil, g.fail(ctx, c, by, errOperationGone(c))
 	}
-	if o.observe != nil {
-		current, err := g.observe(ctx, o, c.Payload)
-		if err != nil {
-			return nil, g.fail(ctx, c, ledger.UndoFailed, by, err)
-		}
-		if c.After == nil || string(current) != string(c.After) {
-			return nil, g.fail(ctx, c, ledger.UndoFailed, by, &StateChangedError{ChangeID: id, Phase: "undo"})
-		}
+	if err := g.performUndo(ctx, c, g.external(ctx, o)); err != nil {
+		return nil, g.fail(ctx, c, by, err)
 	}
-	if _, err := call(func() (any, error) { return nil, o.undo(ctx, c.Payload, c.Result) }); err != nil {
-		return nil, g.fail(ctx, c, ledger.UndoFailed, by, err)
-	}
-	c.Status, c.UndoneAt = ledger.Undone, g.now()
 	if err := g.finish(ctx, c, ledger.Undoing, by); err != nil {
 		return nil, &ChangeError{ChangeID: id, Err: err, Msg: fmt.Sprintf(
 			"change %s was undone, but the ledger could not record it (%s); it stays 'undoing' for an operator to reconcile", id, agentText(err))}
@@ -150,29 +101,151 @@ func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, tru
 	return &UndoResult{Status: "undone", ChangeID: id}, nil
 }
 
-// fail records a claimed change as failed (status to) with the error's type
-// and full text, and returns the error the agent should see.
-func (g *Guard) fail(ctx context.Context, c *ledger.Change, to ledger.Status, by string, cause error) error {
+// runner calls an operation's functions: directly for an Operation, or
+// inside a ledger transaction for a TxOperation. observe is nil when the
+// operation has no Observe, undo when it has no inverse.
+type runner struct {
+	observe func(payload json.RawMessage) (json.RawMessage, error)
+	apply   func(payload json.RawMessage) (any, error)
+	undo    func(payload, result json.RawMessage) error
+}
+
+// external is the runner of an Operation.
+func (g *Guard) external(ctx context.Context, o *op) runner {
+	r := runner{apply: func(p json.RawMessage) (any, error) { return o.apply(ctx, p) }}
+	if o.observe != nil {
+		r.observe = func(p json.RawMessage) (json.RawMessage, error) { return g.observe(ctx, o, p) }
+	}
+	if o.undo != nil {
+		r.undo = func(p, res json.RawMessage) error { return o.undo(ctx, p, res) }
+	}
+	return r
+}
+
+// performApply runs a claimed change: the state check against the preview,
+// the Apply, the checks of its result and the "after" snapshot. On success
+// c holds the applied outcome (status, result, snapshots, a new undo token's
+// digest) and the result for the agent holds the token. On failure nothing
+// in c is final; the caller records the failure.
+func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*ApplyResult, error) {
+	if r.observe != nil {
+		before, err := r.observe(c.Payload)
+		if err != nil {
+			return nil, err
+		}
+		if canonjson.Hash(before) != c.StateHash {
+			return nil, &StateChangedError{ChangeID: c.ID, Phase: "apply"}
+		}
+		c.Before = before
+	}
+	out, err := call(func() (any, error) { return r.apply(c.Payload) })
+	if err != nil {
+		return nil, err
+	}
+	result, err := canonjson.Marshal(out)
+	if err != nil {
+		return nil, &ChangeError{ChangeID: c.ID, Err: err,
+			Msg: fmt.Sprintf("change %s was applied, but its result cannot be stored (%v); it has no undo", c.ID, err)}
+	}
+	if len(result) > g.opts.MaxResultBytes {
+		return nil, &ChangeError{ChangeID: c.ID,
+			Msg: fmt.Sprintf("change %s was applied, but its result of %d bytes is over the limit of %d; it has no undo", c.ID, len(result), g.opts.MaxResultBytes)}
+	}
+	if r.observe != nil {
+		// The write happened: a failing Observe must not lose that fact.
+		// Without an "after" snapshot an undo has nothing to compare with,
+		// so it will refuse.
+		if after, err := r.observe(c.Payload); err == nil {
+			c.After = after
+		} else {
+			g.log.Warn("observe after apply failed; undo will be refused", "change_id", c.ID, "err", err)
+		}
+	}
+	now := g.now()
+	c.Status, c.Result, c.AppliedAt = ledger.Applied, result, now
+	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: result}
+	if r.undo != nil {
+		undoToken := newToken(undoPrefix)
+		c.UndoHash = tokenDigest(purposeUndo, c.ID, c.PayloadHash, undoToken)
+		res.UndoToken = undoToken
+		if g.opts.UndoTTL != NoExpiry {
+			c.UndoExpiresAt = now.Add(g.opts.UndoTTL)
+			res.UndoExpiresAt = formatTime(c.UndoExpiresAt)
+		}
+	}
+	return res, nil
+}
+
+// performUndo runs the undo of a claimed change after checking that its
+// resource still looks the way the apply left it. On success c is undone.
+func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) error {
+	if r.observe != nil {
+		current, err := r.observe(c.Payload)
+		if err != nil {
+			return err
+		}
+		if c.After == nil || string(current) != string(c.After) {
+			return &StateChangedError{ChangeID: c.ID, Phase: "undo"}
+		}
+	}
+	if _, err := call(func() (any, error) { return nil, r.undo(c.Payload, c.Result) }); err != nil {
+		return err
+	}
+	c.Status, c.UndoneAt = ledger.Undone, g.now()
+	return nil
+}
+
+// fail records a claimed change as failed with the error's type and full
+// text, and returns the error the agent should see.
+func (g *Guard) fail(ctx context.Context, c *ledger.Change, by string, cause error) error {
 	from := c.Status
-	c.Status, c.ErrorType, c.Error = to, typeName(cause), cause.Error()
-	c.UndoHash = ""
+	markFailed(c, cause)
 	if err := g.finish(ctx, c, from, by); err != nil {
 		g.log.Error("failure not recorded", "change_id", c.ID, "err", err)
 	}
+	return failureText(c, cause)
+}
+
+// markFailed moves an in-flight change to its failed status.
+func markFailed(c *ledger.Change, cause error) {
+	if c.Status == ledger.Undoing {
+		c.Status = ledger.UndoFailed
+	} else {
+		c.Status = ledger.ApplyFailed
+	}
+	c.ErrorType, c.Error = typeName(cause), cause.Error()
+	c.UndoHash = ""
+}
+
+// failureText is the error the agent sees for a failed change.
+func failureText(c *ledger.Change, cause error) error {
 	if msg := agentText(cause); msg != typeName(cause) {
 		return &ChangeError{ChangeID: c.ID, Msg: msg, Err: cause}
 	}
 	verb := "applied"
-	if to == ledger.UndoFailed {
+	if c.Status == ledger.UndoFailed {
 		verb = "undone"
 	}
 	return &ChangeError{ChangeID: c.ID, Err: cause,
 		Msg: fmt.Sprintf("change %s was not %s: the operation failed with %s (details are in the ledger for operators)", c.ID, verb, typeName(cause))}
 }
 
+func errOperationGone(c *ledger.Change) error {
+	return &ChangeError{ChangeID: c.ID, Msg: fmt.Sprintf("change %s failed: this server no longer has the operation %q (or its undo)", c.ID, c.Action)}
+}
+
 // observe calls an operation's Observe and returns its canonical JSON.
 func (g *Guard) observe(ctx context.Context, o *op, payload json.RawMessage) (json.RawMessage, error) {
-	state, err := call(func() (any, error) { return o.observe(ctx, payload) })
+	return canonicalState(o, func() (any, error) { return o.observe(ctx, payload) })
+}
+
+// observeTx calls a TxOperation's Observe inside tx.
+func (g *Guard) observeTx(ctx context.Context, tx *ledger.Tx, o *op, payload json.RawMessage) (json.RawMessage, error) {
+	return canonicalState(o, func() (any, error) { return o.tx.observe(ctx, tx.SQL(), payload) })
+}
+
+func canonicalState(o *op, observe func() (any, error)) (json.RawMessage, error) {
+	state, err := call(observe)
 	if err != nil {
 		return nil, err
 	}

@@ -29,98 +29,118 @@ var (
 	netZeroClaim = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix, true}
 )
 
-// claim is the one place a change is claimed for apply or undo. In a single
-// write transaction it reads the row, checks the scope, the clock, the
-// status, the expiry and the token, and moves the row to the in-flight
-// status, spending the token. The transaction commits before any apply or
-// undo code runs, so across every process sharing the ledger at most one
-// claim of a change succeeds.
+// claim claims a change for apply or undo: in a single write transaction it
+// runs every check of claimIn and moves the row to the in-flight status,
+// spending the token. The transaction commits before any apply or undo code
+// runs, so across every process sharing the ledger at most one claim of a
+// change succeeds.
 //
 // A refusal changes nothing, except that a preview found past its expiry
 // is marked expired. trusted skips the token check: it is for people
 // acting through trusted code (a dashboard), never for the agent.
 func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error) {
-	if !validID(id, changeIDPrefix) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
-	}
-	if !trusted && !validToken(token, k.prefix) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
+	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+		return nil, err
 	}
 	var claimed *ledger.Change
 	var refusal error
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		c, err := tx.Change(id)
-		if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
-			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
-			return nil
-		}
-		if err != nil {
+		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
+		if err != nil || ref != nil {
+			refusal = ref
 			return err
 		}
-		now := g.now()
-		if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {
-			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew)}
-			return nil
-		}
-		if c.Status != k.from {
-			refusal = statusRefusal(id, c.Status, k)
-			return nil
-		}
-		if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
-			c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
-			refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))}
-			return tx.UpdateChange(c, ledger.Pending)
-		}
-		if k.from == ledger.Applied && !k.anyUndo {
-			if !c.Undoable {
-				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its operation has no undo", id)}
-				return nil
-			}
-			if !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt) {
-				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt))}
-				return nil
-			}
-		}
-		if !trusted {
-			stored := c.ConfirmHash
-			if k.from == ledger.Applied {
-				stored = c.UndoHash
-			}
-			if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
-				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
-				return nil
-			}
-		}
-		if c.RunID != "" && k.from == ledger.Pending {
-			if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {
-				refusal = &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status)}
-				return nil
-			}
-		}
-		from := c.Status
-		c.Status, c.UpdatedAt = k.to, now
-		if k.from == ledger.Pending {
-			c.ConfirmHash, c.AppliedBy = "", by
-		} else {
-			c.UndoHash, c.UndoneBy = "", by
-		}
-		if err := tx.UpdateChange(c, from); err != nil {
+		if err := tx.UpdateChange(c, k.from); err != nil {
 			return err
 		}
 		claimed = c
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ledger.ErrConflict) {
-			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was claimed by another request at the same moment", id)}
-		}
-		return nil, err
+		return nil, claimConflict(id, err)
 	}
 	if refusal != nil {
 		return nil, refusal
 	}
 	g.logTransition(claimed, k.from, by)
 	return claimed, nil
+}
+
+// checkClaimArgs refuses malformed IDs and tokens before the ledger is
+// asked: a malformed token is refused like a wrong one.
+func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
+	if !validID(id, changeIDPrefix) {
+		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+	}
+	if !trusted && !validToken(token, k.prefix) {
+		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
+	}
+	return nil
+}
+
+// claimConflict explains a compare-and-set that lost a race.
+func claimConflict(id string, err error) error {
+	if errors.Is(err, ledger.ErrConflict) {
+		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was claimed by another request at the same moment", id)}
+	}
+	return err
+}
+
+// claimIn is every check of a claim, inside the caller's write transaction:
+// the row exists in the caller's scope, the clock is sane, the status is
+// k.from, the preview has not expired (an expired one is marked expired in
+// tx), the undo is possible, the token matches, and a change of a run
+// is applied only while the run is open. It returns the change with its
+// in-flight status set and its token spent, not yet written, or a refusal.
+func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error, error) {
+	c, err := tx.Change(id)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
+		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	now := g.now()
+	if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {
+		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew)}, nil
+	}
+	if c.Status != k.from {
+		return nil, statusRefusal(id, c.Status, k), nil
+	}
+	if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
+		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
+		refusal := &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))}
+		return nil, refusal, tx.UpdateChange(c, ledger.Pending)
+	}
+	if k.from == ledger.Applied && !k.anyUndo {
+		if !c.Undoable {
+			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its operation has no undo", id)}, nil
+		}
+		if !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt) {
+			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt))}, nil
+		}
+	}
+	if !trusted {
+		stored := c.ConfirmHash
+		if k.from == ledger.Applied {
+			stored = c.UndoHash
+		}
+		if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
+			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}, nil
+		}
+	}
+	if c.RunID != "" && k.from == ledger.Pending {
+		if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {
+			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status)}, nil
+		}
+	}
+	c.Status, c.UpdatedAt = k.to, now
+	if k.from == ledger.Pending {
+		c.ConfirmHash, c.AppliedBy = "", by
+	} else {
+		c.UndoHash, c.UndoneBy = "", by
+	}
+	return c, nil, nil
 }
 
 // statusRefusal is the refusal for a change in the wrong status. Its text is

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -49,7 +48,16 @@ type op struct {
 	apply       func(ctx context.Context, payload json.RawMessage) (any, error)
 	undo        func(ctx context.Context, payload, result json.RawMessage) error // nil: no undo
 	observe     func(ctx context.Context, payload json.RawMessage) (any, error)  // nil: no state checks
+	// tx holds the functions of a TxOperation, which replace apply, undo
+	// and observe; nil for an Operation.
+	tx *txFuncs
 }
+
+// hasUndo reports whether the operation has an inverse.
+func (o *op) hasUndo() bool { return o.undo != nil || (o.tx != nil && o.tx.undo != nil) }
+
+// hasObserve reports whether the operation checks state.
+func (o *op) hasObserve() bool { return o.observe != nil || (o.tx != nil && o.tx.observe != nil) }
 
 // storedProposal is a Proposal in the form the ledger keeps.
 type storedProposal struct {
@@ -77,33 +85,31 @@ func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
 			return canonicalProposal(p)
 		},
 		apply: func(ctx context.Context, payload json.RawMessage) (any, error) {
-			var p P
-			if err := json.Unmarshal(payload, &p); err != nil {
-				return nil, fmt.Errorf("decode stored payload: %w", err)
+			p, err := decodePayload[P](payload)
+			if err != nil {
+				return nil, err
 			}
 			return o.Apply(ctx, p)
 		},
 	}
 	if o.Undo != nil {
 		e.undo = func(ctx context.Context, payload, result json.RawMessage) error {
-			var p P
-			if err := json.Unmarshal(payload, &p); err != nil {
-				return fmt.Errorf("decode stored payload: %w", err)
+			p, err := decodePayload[P](payload)
+			if err != nil {
+				return err
 			}
-			var r R
-			if len(result) > 0 {
-				if err := json.Unmarshal(result, &r); err != nil {
-					return fmt.Errorf("decode stored result: %w", err)
-				}
+			r, err := decodeResult[R](result)
+			if err != nil {
+				return err
 			}
 			return o.Undo(ctx, p, r)
 		}
 	}
 	if o.Observe != nil {
 		e.observe = func(ctx context.Context, payload json.RawMessage) (any, error) {
-			var p P
-			if err := json.Unmarshal(payload, &p); err != nil {
-				return nil, fmt.Errorf("decode stored payload: %w", err)
+			p, err := decodePayload[P](payload)
+			if err != nil {
+				return nil, err
 			}
 			return o.Observe(ctx, p)
 		}

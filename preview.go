@@ -46,7 +46,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		return nil, Refuse("the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
 	}
 	var stateHash string
-	if o.observe != nil {
+	if o.observe != nil { // outside the write lock: it may be slow I/O
 		state, err := g.observe(ctx, o, p.payload)
 		if err != nil {
 			return nil, previewRefusal(o.name, err)
@@ -56,27 +56,35 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 
 	now := g.now()
 	c := &ledger.Change{
-		ID:          newID(changeIDPrefix),
-		Action:      o.name,
-		Status:      ledger.Pending,
-		ScopeHash:   scope,
-		RunID:       runID,
-		Resource:    p.resource,
-		Payload:     p.payload,
-		PayloadHash: canonjson.Hash(p.payload),
-		Diff:        p.diff,
-		Summary:     p.summary,
-		Warnings:    p.warnings,
-		StateHash:   stateHash,
-		Undoable:    o.undo != nil,
-		CreatedAt:   now,
-		UpdatedAt:   now,
-		ExpiresAt:   now.Add(g.opts.TTL),
+		ID:            newID(changeIDPrefix),
+		Action:        o.name,
+		Status:        ledger.Pending,
+		ScopeHash:     scope,
+		RunID:         runID,
+		Resource:      p.resource,
+		Payload:       p.payload,
+		PayloadHash:   canonjson.Hash(p.payload),
+		Diff:          p.diff,
+		Summary:       p.summary,
+		Warnings:      p.warnings,
+		StateHash:     stateHash,
+		Undoable:      o.hasUndo(),
+		Transactional: o.tx != nil,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		ExpiresAt:     now.Add(g.opts.TTL),
 	}
 	token := newToken(confirmPrefix)
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
 
 	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		if o.tx != nil && o.tx.observe != nil { // in the same transaction as the row
+			state, err := g.observeTx(ctx, tx, o, c.Payload)
+			if err != nil {
+				return previewRefusal(o.name, err)
+			}
+			c.StateHash = canonjson.Hash(state)
+		}
 		if runID != "" {
 			if err := g.checkRunOpen(tx, runID, scope); err != nil {
 				return err

@@ -1,12 +1,10 @@
 package changeset
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -53,6 +51,10 @@ type RunStep struct {
 	Action   string `json:"action"`
 	Summary  string `json:"summary"`
 	Resource string `json:"resource,omitempty"`
+	// Transactional is true for a TxOperation's change: its undo runs in
+	// one database transaction with the other transactional undos around
+	// it, and the dry run really ran it and rolled it back.
+	Transactional bool `json:"transactional,omitempty"`
 }
 
 // RunNote is a change in a run report with the reason it is listed.
@@ -82,6 +84,8 @@ type planStep struct {
 	verdict  string
 	reason   string
 	warnings []string // of a change that is undone, but not exactly
+	failed   string   // why an undo that was tried failed
+	tx       bool     // a TxOperation's step, run inside a transaction
 }
 
 // UndoRun undoes a run on behalf of a person acting through trusted code (a
@@ -122,7 +126,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 	if !dryRun && !trusted && !validToken(token, confirmPrefix) {
 		return nil, Refuse("undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
 	}
-	plan, err := g.planRun(ctx, r)
+	plan, err := g.walkRun(ctx, r, false, by)
 	if err != nil {
 		return nil, err
 	}
@@ -133,108 +137,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 	if err != nil || stored != nil {
 		return stored, err
 	}
-	return g.executeRun(ctx, r, plan, by)
-}
-
-// planRun decides, for each applied change of the run, newest first,
-// whether its undo runs, and why not. It reads the current state of each
-// resource once; the rest follows from the stored snapshots. It writes
-// nothing.
-func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*runPlan, error) {
-	all, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
-	if err != nil {
-		return nil, err
-	}
-	var applied []*ledger.Change
-	for _, c := range all {
-		if c.Status.InFlight() {
-			return nil, Refuse("run %s cannot be undone now: change %s is %s; try again when it finishes", r.ID, c.ID, c.Status)
-		}
-		if c.Status == ledger.Applied {
-			applied = append(applied, c)
-		}
-	}
-	slices.SortFunc(applied, func(a, b *ledger.Change) int { // newest first
-		return cmp.Or(b.AppliedAt.Compare(a.AppliedAt), b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
-	})
-	groups := map[string][]*ledger.Change{} // newest first within each
-	for _, c := range applied {
-		groups[resourceOf(c)] = append(groups[resourceOf(c)], c)
-	}
-
-	// current reads each resource's state once, through the Observe of the
-	// newest change that touched it.
-	current := map[string]json.RawMessage{}
-	currentErr := map[string]error{}
-	observeCurrent := func(res string) (json.RawMessage, error) {
-		if s, ok := current[res]; ok {
-			return s, currentErr[res]
-		}
-		newest := groups[res][0]
-		o, ok := g.lookup(newest.Action)
-		var state json.RawMessage
-		var err error
-		if !ok || o.observe == nil {
-			err = errNoObserve
-		} else {
-			state, err = g.observe(ctx, o, newest.Payload)
-		}
-		current[res], currentErr[res] = state, err
-		return state, err
-	}
-
-	noNet := map[string]bool{}
-	for res, grp := range groups {
-		oldest, newest := grp[len(grp)-1], grp[0]
-		if oldest.Before == nil || newest.After == nil || string(oldest.Before) != string(newest.After) {
-			continue
-		}
-		if cur, err := observeCurrent(res); err == nil && string(cur) == string(newest.After) {
-			noNet[res] = true
-		}
-	}
-
-	now := g.now()
-	expected := map[string]json.RawMessage{}
-	plan := &runPlan{}
-	for _, c := range applied {
-		res := resourceOf(c)
-		step := planStep{c: c, verdict: verdictUndo}
-		o, registered := g.lookup(c.Action)
-		switch {
-		case noNet[res]:
-			step.verdict, step.reason = verdictNoNetChange, "the run itself brought this resource back to where it started; no write is needed"
-		case !registered:
-			step.verdict, step.reason = verdictIrreversible, fmt.Sprintf("this server no longer has the operation %q", c.Action)
-		case !c.Undoable || o.undo == nil:
-			step.verdict, step.reason = verdictIrreversible, "its operation has no undo"
-		case !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt):
-			step.verdict, step.reason = verdictIrreversible, "its undo window closed at "+formatTime(c.UndoExpiresAt)
-		case o.observe != nil:
-			exp, seen := expected[res]
-			if !seen {
-				cur, err := observeCurrent(res)
-				if err != nil {
-					step.verdict, step.reason = verdictSkip, "the current state could not be read ("+typeName(err)+")"
-					break
-				}
-				exp = cur
-			}
-			if c.After == nil {
-				step.verdict, step.reason = verdictSkip, "no state was recorded after it was applied, so a later edit cannot be ruled out"
-			} else if string(exp) != string(c.After) {
-				step.verdict, step.reason = verdictSkip, "its resource changed after it was applied (edited outside the run, or by a change of the run that is not undone); it is left as it is"
-			} else {
-				expected[res] = c.Before
-			}
-		}
-		if step.verdict == verdictUndo {
-			step.warnings = c.Warnings
-		}
-		plan.steps = append(plan.steps, step)
-	}
-	plan.hash = plan.digest()
-	return plan, nil
+	return g.executeRun(ctx, r, by)
 }
 
 var errNoObserve = errors.New("no observe")
@@ -256,7 +159,11 @@ func (p *runPlan) digest() string {
 	}
 	entries := make([]entry, 0, len(p.steps))
 	for _, s := range p.steps {
-		entries = append(entries, entry{s.c.ID, s.verdict, s.reason})
+		reason := s.reason
+		if s.failed != "" {
+			reason = "failed: " + s.failed
+		}
+		entries = append(entries, entry{s.c.ID, s.verdict, reason})
 	}
 	b, err := canonjson.Marshal(entries)
 	if err != nil {
@@ -265,18 +172,18 @@ func (p *runPlan) digest() string {
 	return canonjson.Hash(b)
 }
 
-// report renders a plan; steps whose undo ran are listed by done (real
-// undo) or as will_undo (dry run).
-func (p *runPlan) report(runID string, dryRun bool, failed map[string]string) *RunReport {
+// report renders a plan as a dry run's report (will_undo) or a real undo's
+// (undone).
+func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
 	undo := []RunStep{}
 	for _, s := range p.steps {
-		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: s.c.Summary, Resource: s.c.Resource}
+		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: s.c.Summary, Resource: s.c.Resource, Transactional: s.tx}
 		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Reason: s.reason}
 		switch s.verdict {
 		case verdictUndo:
-			if reason, ok := failed[s.c.ID]; ok {
-				note.Reason = reason
+			if s.failed != "" {
+				note.Reason = s.failed
 				rep.Failed = append(rep.Failed, note)
 				continue
 			}
@@ -304,7 +211,7 @@ func (p *runPlan) report(runID string, dryRun bool, failed map[string]string) *R
 // place.
 func (p *runPlan) complete() bool {
 	for _, s := range p.steps {
-		if s.verdict == verdictSkip || s.verdict == verdictIrreversible {
+		if s.verdict == verdictSkip || s.verdict == verdictIrreversible || s.failed != "" {
 			return false
 		}
 	}
@@ -314,7 +221,7 @@ func (p *runPlan) complete() bool {
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
 func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *runPlan, trusted bool) (*RunReport, error) {
-	rep := plan.report(r.ID, true, nil)
+	rep := plan.report(r.ID, true)
 	rep.Status = string(ledger.RunOpen)
 	if trusted {
 		return rep, nil
@@ -389,62 +296,6 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 		return decodeReport(stored)
 	}
 	return nil, refusal
-}
-
-// executeRun performs a claimed plan, newest first, and stores its report.
-// Each undo goes through the same path as undo_change, so its state check
-// runs again right before the inverse.
-func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *runPlan, by string) (*RunReport, error) {
-	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
-	failed := map[string]string{}
-	for _, s := range plan.steps {
-		var err error
-		switch s.verdict {
-		case verdictUndo:
-			_, err = g.undoChange(ctx, s.c.ID, "", s.c.ScopeHash, by, true)
-		case verdictNoNetChange:
-			err = g.closeWithoutWrite(ctx, s.c, r.ID, by)
-		}
-		if err != nil {
-			failed[s.c.ID] = "undo failed: " + agentText(err)
-		}
-	}
-	rep := plan.report(r.ID, false, failed)
-	rep.UndoneBy = by
-	status := ledger.RunUndone
-	if !plan.complete() || len(failed) > 0 {
-		status = ledger.RunPartiallyUndone
-	}
-	rep.Status = string(status)
-	stored, err := canonjson.Marshal(rep)
-	if err != nil {
-		return nil, err
-	}
-	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		cur, err := tx.Run(r.ID)
-		if err != nil {
-			return err
-		}
-		cur.Status, cur.Report, cur.UpdatedAt = status, stored, g.now()
-		return tx.UpdateRun(cur, ledger.RunUndoing)
-	})
-	if err != nil {
-		return nil, err
-	}
-	g.log.Info("run undone", "run_id", r.ID, "status", string(status), "by", by)
-	return rep, nil
-}
-
-// closeWithoutWrite marks an applied change undone without running its
-// inverse: the run brought its resource back to where it started.
-func (g *Guard) closeWithoutWrite(ctx context.Context, c *ledger.Change, runID, by string) error {
-	claimed, err := g.claim(ctx, netZeroClaim, c.ID, "", c.ScopeHash, by, true)
-	if err != nil {
-		return err
-	}
-	claimed.Status, claimed.UndoneAt = ledger.Undone, g.now()
-	claimed.Note = "no net change within run " + runID + ": no write was needed"
-	return g.finish(ctx, claimed, ledger.Undoing, by)
 }
 
 func decodeReport(stored json.RawMessage) (*RunReport, error) {

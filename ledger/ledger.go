@@ -96,6 +96,29 @@ func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return nil
 }
 
+// Begin starts a write transaction for callers whose transaction spans more
+// than one function (WithTx is simpler for the rest). The caller must end it
+// with Commit or Rollback.
+func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
+	sqlTx, err := l.b.BeginWrite(ctx)
+	if err != nil {
+		return nil, Errorf("begin transaction on", l.b.Location(), err)
+	}
+	return &Tx{ctx: ctx, b: l.b, tx: sqlTx}, nil
+}
+
+// Commit commits a transaction from Begin.
+func (tx *Tx) Commit() error {
+	if err := tx.tx.Commit(); err != nil {
+		return Errorf("commit to", tx.b.Location(), err)
+	}
+	return nil
+}
+
+// Rollback rolls back a transaction from Begin. It does nothing after
+// Commit.
+func (tx *Tx) Rollback() error { return tx.tx.Rollback() }
+
 // Get reads one change. It returns an error wrapping ErrNotFound when there
 // is none.
 func (l *Ledger) Get(ctx context.Context, id string) (*Change, error) {
