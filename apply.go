@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -219,12 +220,15 @@ func markFailed(c *ledger.Change, cause error) {
 
 // failureText is the error the agent sees for a failed change.
 func failureText(c *ledger.Change, cause error) error {
-	if msg := agentText(cause); msg != typeName(cause) {
-		return &ChangeError{ChangeID: c.ID, Msg: msg, Err: cause}
-	}
 	verb := "applied"
 	if c.Status == ledger.UndoFailed {
 		verb = "undone"
+	}
+	if msg := agentText(cause); msg != typeName(cause) {
+		if !strings.Contains(msg, c.ID) { // an operation's own refusal
+			msg = fmt.Sprintf("change %s was not %s: %s", c.ID, verb, msg)
+		}
+		return &ChangeError{ChangeID: c.ID, Msg: msg, Err: cause}
 	}
 	return &ChangeError{ChangeID: c.ID, Err: cause,
 		Msg: fmt.Sprintf("change %s was not %s: the operation failed with %s (details are in the ledger for operators)", c.ID, verb, typeName(cause))}

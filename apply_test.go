@@ -479,3 +479,34 @@ func TestPreview_ArgumentsWithInvalidUTF8OrLoneSurrogatesRefused(t *testing.T) {
 		t.Fatalf("%d rows stored", len(rows))
 	}
 }
+
+func TestPreview_SnapshotBindsTheStateThePreviewRead(t *testing.T) {
+	f := newFixture(t)
+	changeset.Register(f.guard, &mcp.Tool{Name: "snap"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+			seen := f.store.get(in.Key)
+			f.store.set(in.Key, "edited by a person meanwhile") // lands between this read and any later one
+			return changeset.Proposal[setIn]{Payload: in, Snapshot: &changeset.Snapshot{Value: seen},
+				Diff: changeset.DiffFields(map[string]any{in.Key: seen}, map[string]any{in.Key: in.Value})}, nil
+		},
+		Apply:   func(ctx context.Context, p setIn) (setOut, error) { return setOut{Previous: f.store.set(p.Key, p.Value)}, nil },
+		Observe: func(ctx context.Context, p setIn) (any, error) { return f.store.get(p.Key), nil },
+	})
+	id, token := f.preview("snap", "theme", "dark")
+	mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "changed after the preview")
+	if f.store.get("theme") != "edited by a person meanwhile" {
+		t.Fatal("the person's edit was overwritten")
+	}
+}
+
+func TestApply_OperationRefusalNamesTheChange(t *testing.T) {
+	f := newFixture(t)
+	changeset.Register(f.guard, &mcp.Tool{Name: "quota"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+			return changeset.Proposal[setIn]{Payload: in}, nil
+		},
+		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, changeset.Refuse("quota exceeded") },
+	})
+	id, token := f.preview("quota", "theme", "dark")
+	mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "change "+id+" was not applied: quota exceeded")
+}

@@ -66,6 +66,9 @@ type storedProposal struct {
 	summary  string
 	warnings []string
 	resource string
+	// state is the canonical Snapshot the preview was computed from, or
+	// nil when the proposal carries none.
+	state json.RawMessage
 }
 
 // erase turns a typed Operation into an op.
@@ -137,7 +140,13 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource or warnings hold invalid UTF-8")
 		}
 	}
-	return storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource}, nil
+	sp := storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource}
+	if p.Snapshot != nil {
+		if sp.state, err = canonjson.Marshal(p.Snapshot.Value); err != nil {
+			return storedProposal{}, Refuse("the proposal's snapshot cannot be stored: %v", err)
+		}
+	}
+	return sp, nil
 }
 
 // decodeStrict decodes JSON into v, refusing unknown fields.

@@ -46,7 +46,10 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		return nil, Refuse("the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
 	}
 	var stateHash string
-	if o.observe != nil { // outside the write lock: it may be slow I/O
+	switch {
+	case p.state != nil && o.hasObserve(): // the state the preview itself read
+		stateHash = canonjson.Hash(p.state)
+	case o.observe != nil: // outside the write lock: it may be slow I/O
 		state, err := g.observe(ctx, o, p.payload)
 		if err != nil {
 			return nil, previewRefusal(o.name, err)
@@ -78,7 +81,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
 
 	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		if o.tx != nil && o.tx.observe != nil { // in the same transaction as the row
+		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
 			state, err := g.observeTx(ctx, tx, o, c.Payload)
 			if err != nil {
 				return previewRefusal(o.name, err)

@@ -26,6 +26,18 @@ type Proposal[P any] struct {
 	// so that a run's undo can relate changes to the same thing. Leave it
 	// empty when each change stands alone.
 	Resource string
+	// Snapshot, when set, is the state the Preview read to compute this
+	// proposal, as Observe would return it. The Guard then binds the change
+	// to it instead of calling Observe after the Preview, which closes the
+	// window in which a person's edit between the two reads would be bound
+	// as "expected" and silently overwritten. A Snapshot whose Value is nil
+	// stands for a resource that does not exist.
+	Snapshot *Snapshot
+}
+
+// Snapshot carries an observed state; see Proposal.Snapshot.
+type Snapshot struct {
+	Value any
 }
 
 // DiffEntry is one changed field. Field is the bare field name ("theme", not

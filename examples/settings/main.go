@@ -7,13 +7,16 @@
 // value back unless someone changed it since. get_settings reads them.
 //
 //	MCP_CHANGESET_WRITE_MODE=guarded go run ./examples/settings --ledger /tmp/settings.db
+//
+// It takes the flags every example takes (see go run ./examples/settings
+// --help), among them --http ADDR with --auth-token-file FILE to serve
+// Streamable HTTP instead of stdio.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
+	"log/slog"
 	"sync"
 
 	changeset "github.com/mcp-changeset/changeset-go"
@@ -68,35 +71,17 @@ type settingsOutput struct {
 }
 
 func main() {
-	fs := flag.NewFlagSet("settings", flag.ExitOnError)
-	var f serve.Flags
-	f.Register(fs, "settings")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: settings [flags]\n\nAn MCP server with guarded settings (theme, language).\nWrites need MCP_CHANGESET_WRITE_MODE=guarded.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	_ = fs.Parse(os.Args[1:])
-	if err := run(f); err != nil {
-		fmt.Fprintln(os.Stderr, "settings:", err)
-		os.Exit(1)
-	}
-}
-
-func run(f serve.Flags) error {
-	log := serve.Logger()
-	if err := serve.EnsureDir(f.Ledger); err != nil {
-		return err
-	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "settings", Version: "1.0.0"}, nil)
-	guard, err := changeset.New(server, changeset.Options{LedgerPath: f.Ledger, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer guard.Close()
-
 	s := &store{settings: map[string]string{"theme": "light", "language": "en"}}
-	register(server, guard, s)
-	return serve.Run(server, f, log)
+	serve.Main(serve.Program{
+		Name: "settings",
+		About: `An MCP server with two in-memory settings, theme and language.
+Tools: preview_set_setting, apply_change, undo_change, get_change_status,
+get_settings.`,
+		Setup: func(server *mcp.Server, guard *changeset.Guard, _ *slog.Logger) error {
+			register(server, guard, s)
+			return nil
+		},
+	})
 }
 
 // register adds the guarded set_setting and the read tool get_settings.
