@@ -489,7 +489,9 @@ func TestPreview_SnapshotBindsTheStateThePreviewRead(t *testing.T) {
 			return changeset.Proposal[setIn]{Payload: in, Snapshot: &changeset.Snapshot{Value: seen},
 				Diff: changeset.DiffFields(map[string]any{in.Key: seen}, map[string]any{in.Key: in.Value})}, nil
 		},
-		Apply:   func(ctx context.Context, p setIn) (setOut, error) { return setOut{Previous: f.store.set(p.Key, p.Value)}, nil },
+		Apply: func(ctx context.Context, p setIn) (setOut, error) {
+			return setOut{Previous: f.store.set(p.Key, p.Value)}, nil
+		},
 		Observe: func(ctx context.Context, p setIn) (any, error) { return f.store.get(p.Key), nil },
 	})
 	id, token := f.preview("snap", "theme", "dark")
@@ -505,7 +507,9 @@ func TestApply_OperationRefusalNamesTheChange(t *testing.T) {
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in}, nil
 		},
-		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, changeset.Refuse("quota exceeded") },
+		Apply: func(ctx context.Context, p setIn) (setOut, error) {
+			return setOut{}, changeset.Refuse("quota exceeded")
+		},
 	})
 	id, token := f.preview("quota", "theme", "dark")
 	mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "change "+id+" was not applied: quota exceeded")
