@@ -467,3 +467,38 @@ func TestUndoRun_PersonNeedsNoTokenAndIsRecorded(t *testing.T) {
 		t.Fatalf("agent sees %v", agent)
 	}
 }
+
+func TestRun_InterruptedUndoIsReconciledByAnOperator(t *testing.T) {
+	f := newRunFixture(t)
+	run := f.startRun("Crashed")
+	f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+	ctx := context.Background()
+	l := f.guard.Ledger()
+	// A process claimed the run's undo and died.
+	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		r, err := tx.Run(run)
+		if err != nil {
+			return err
+		}
+		r.Status = ledger.RunUndoing
+		return tx.UpdateRun(r, ledger.RunOpen)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "being undone")
+	if _, err := l.ReconcileRun(ctx, run, "", "operator:ops"); err == nil {
+		t.Fatal("reconciled without a note")
+	}
+	r, err := l.ReconcileRun(ctx, run, "checked: the rename was not undone", "operator:ops")
+	if err != nil || r.Status != ledger.RunPartiallyUndone {
+		t.Fatalf("ReconcileRun = %+v, %v", r, err)
+	}
+	rep := mustCall(t, f.session, "undo_run", map[string]any{"run_id": run})
+	if rep["status"] != "partially_undone" || !strings.Contains(rep["note"].(string), "checked: the rename") {
+		t.Fatalf("report after reconcile = %v", rep)
+	}
+	if _, err := l.ReconcileRun(ctx, run, "again", "operator:ops"); err == nil {
+		t.Fatal("reconciled twice")
+	}
+}

@@ -43,6 +43,9 @@ type RunReport struct {
 	NextStep          string `json:"next_step,omitempty"`
 	// UndoneBy names who undid the run: "agent" or "person:<name>".
 	UndoneBy string `json:"undone_by,omitempty"`
+	// Note is an operator's note on a run whose undo was interrupted and
+	// reconciled (see ledger.Ledger.ReconcileRun).
+	Note string `json:"note,omitempty"`
 }
 
 // RunStep is one change in a run report.

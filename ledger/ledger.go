@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -227,6 +228,45 @@ func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, e
 			return err
 		}
 		out = c
+		return nil
+	})
+	return out, err
+}
+
+// ReconcileRun closes a run whose undo was interrupted (the process died
+// while undoing it, leaving the run undoing): it becomes partially_undone,
+// with a stored report that carries note and says so. The run's changes
+// keep their own statuses: reconcile any change left undoing first, and
+// check them with List. Any status other than undoing is refused.
+func (l *Ledger) ReconcileRun(ctx context.Context, id, note, by string) (*Run, error) {
+	if note == "" {
+		return nil, fmt.Errorf("reconcile %s: a note saying what you checked is required", id)
+	}
+	var out *Run
+	err := l.WithTx(ctx, func(tx *Tx) error {
+		r, err := tx.Run(id)
+		if err != nil {
+			return err
+		}
+		if r.Status != RunUndoing {
+			return fmt.Errorf("run %s cannot be reconciled (status: %s): only a run left undoing can", id, r.Status)
+		}
+		report, err := json.Marshal(map[string]any{
+			"run_id": id, "dry_run": false, "status": RunPartiallyUndone,
+			"no_net_change": []any{}, "skipped": []any{}, "irreversible": []any{},
+			"undone_by": by, "note": "the undo was interrupted and reconciled by an operator: " + note,
+		})
+		if err != nil {
+			return err
+		}
+		r.Status, r.Report, r.UpdatedAt = RunPartiallyUndone, report, l.now()
+		if by != "" {
+			r.UndoneBy = by
+		}
+		if err := tx.UpdateRun(r, RunUndoing); err != nil {
+			return err
+		}
+		out = r
 		return nil
 	})
 	return out, err
