@@ -24,6 +24,7 @@ type Guard struct {
 	ownsLedger bool
 	opts       Options
 	log        *slog.Logger
+	sealer     *sealer // seals the request state of UserApproval; nil otherwise
 
 	mu    sync.RWMutex
 	ops   map[string]*op  // by operation name, without prefix
@@ -58,6 +59,12 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		g.ledger, g.ownsLedger = l, true
 	}
 	g.ledger.SetClock(opts.Clock)
+	if opts.Approval == UserApproval {
+		if g.sealer, err = loadApprovalKey(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	if server != nil {
 		server.AddReceivingMiddleware(g.middleware)
 		if !opts.NoSharedTools {

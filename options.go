@@ -96,6 +96,17 @@ type Options struct {
 	// ledger.OpenOptions.
 	AllowNetworkFS bool
 
+	// Approval selects who approves a write: TokenApproval (the default)
+	// or UserApproval, which asks the user through the client before every
+	// apply and undo. See docs/approval.md.
+	Approval Approval
+	// ApprovalKey is the key (ApprovalKeySize bytes) that seals the request
+	// state of UserApproval. When nil, New uses a key kept in the ledger,
+	// created once, so that every server sharing the ledger uses the same
+	// one; set it (from a secret store) when people who must not approve
+	// changes can read the ledger.
+	ApprovalKey []byte
+
 	// Clock replaces time.Now (tests).
 	Clock func() time.Time
 	// Logger receives one record per transition; tokens are never logged.
@@ -151,6 +162,10 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("changeset: unknown WriteMode %q (want %q or %q)", o.WriteMode, WriteGuarded, WriteDisabled)
 	case !validToolPrefix(o.Prefix):
 		return o, fmt.Errorf("changeset: Prefix %q may hold only letters, digits, '_', '-' and '.'", o.Prefix)
+	case o.Approval != TokenApproval && o.Approval != UserApproval:
+		return o, fmt.Errorf("changeset: unknown Approval %v (want TokenApproval or UserApproval)", o.Approval)
+	case o.ApprovalKey != nil && len(o.ApprovalKey) != ApprovalKeySize:
+		return o, fmt.Errorf("changeset: ApprovalKey is %d bytes, want %d", len(o.ApprovalKey), ApprovalKeySize)
 	case o.Ledger == nil && o.LedgerPath == "":
 		return o, fmt.Errorf("changeset: set Options.LedgerPath or Options.Ledger")
 	}

@@ -113,6 +113,10 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		Warnings:          c.Warnings,
 	}
 	res.NextStep = previewNextStep(res.WritesEnabled)
+	if g.opts.Approval == UserApproval && req != nil {
+		// The user approves in the client; the agent gets no token.
+		res.ConfirmationToken, res.NextStep = "", approvalNextStep(res.WritesEnabled)
+	}
 	return res, nil
 }
 

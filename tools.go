@@ -75,7 +75,11 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 	if desc != "" {
 		desc += "\n\n"
 	}
-	desc += "This only previews: it returns a diff and a confirmation token and changes nothing. Show the diff to the user; apply it with apply_change only after the user approves."
+	if g.opts.Approval == UserApproval {
+		desc += "This only previews: it returns a diff and a change_id and changes nothing. Show the diff to the user; apply_change then asks the user to approve it in their client."
+	} else {
+		desc += "This only previews: it returns a diff and a confirmation token and changes nothing. Show the diff to the user; apply it with apply_change only after the user approves."
+	}
 	pt := &mcp.Tool{
 		Name:         g.toolName("preview_" + name),
 		Title:        tool.Title,
@@ -166,26 +170,30 @@ type (
 
 // addSharedTools registers apply_change, undo_change and get_change_status.
 func (g *Guard) addSharedTools() {
-	addTool(g, &mcp.Tool{
-		Name: g.toolName("apply_change"),
-		Description: "Apply a previewed change, exactly as previewed, once. Call it only after the user has seen the preview's diff and explicitly approved it. " +
-			"It is refused if the state changed since the preview, if the token was already used or expired, or if writes are disabled.",
-		OutputSchema: outputSchema[ApplyResult](),
-		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
-		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, string(agentActor), false)
-		return nil, res, g.toolError(err)
-	})
-	addTool(g, &mcp.Tool{
-		Name: g.toolName("undo_change"),
-		Description: "Undo an applied change with its undo token. Ask the user first. " +
-			"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
-		OutputSchema: outputSchema[UndoResult](),
-		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
-	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
-		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, string(agentActor), false)
-		return nil, res, g.toolError(err)
-	})
+	if g.opts.Approval == UserApproval {
+		g.addApprovalChangeTools() // they ask the user through the client
+	} else {
+		addTool(g, &mcp.Tool{
+			Name: g.toolName("apply_change"),
+			Description: "Apply a previewed change, exactly as previewed, once. Call it only after the user has seen the preview's diff and explicitly approved it. " +
+				"It is refused if the state changed since the preview, if the token was already used or expired, or if writes are disabled.",
+			OutputSchema: outputSchema[ApplyResult](),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+		}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
+			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, string(agentActor), false)
+			return nil, res, g.toolError(err)
+		})
+		addTool(g, &mcp.Tool{
+			Name: g.toolName("undo_change"),
+			Description: "Undo an applied change with its undo token. Ask the user first. " +
+				"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
+			OutputSchema: outputSchema[UndoResult](),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+		}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
+			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, string(agentActor), false)
+			return nil, res, g.toolError(err)
+		})
+	}
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_change_status"),
 		Description:  "Show a change: its status, diff and timestamps. Tokens are never shown.",
@@ -230,6 +238,10 @@ func (g *Guard) addRunTools() {
 		}
 		return nil, &listRunsOutput{Runs: runs}, nil
 	})
+	if g.opts.Approval == UserApproval {
+		g.addApprovalUndoRun() // the real undo asks the user through the client
+		return
+	}
 	addTool(g, &mcp.Tool{
 		Name: g.toolName("undo_run"),
 		Description: "Undo every change of a run, newest first. By default this is a dry run: it changes nothing and reports what will be undone, " +
@@ -271,9 +283,9 @@ func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err == nil {
 			switch r := res.(type) {
 			case *mcp.InitializeResult: // protocol 2025-11-25 and older
-				r.Instructions = withInstructions(r.Instructions)
+				r.Instructions = withInstructions(r.Instructions, g.instructions())
 			case *mcp.DiscoverResult: // protocol 2026-07-28
-				r.Instructions = withInstructions(r.Instructions)
+				r.Instructions = withInstructions(r.Instructions, g.instructions())
 			}
 		}
 		return res, err
@@ -295,13 +307,22 @@ func (g *Guard) ownsTool(name string) bool {
 	return g.tools[name]
 }
 
-// withInstructions appends the Guard's Instructions to a server's own.
-func withInstructions(own string) string {
+// instructions are the Guard's instructions for the agent in its approval
+// mode.
+func (g *Guard) instructions() string {
+	if g.opts.Approval == UserApproval {
+		return ApprovalInstructions
+	}
+	return Instructions
+}
+
+// withInstructions appends the Guard's instructions ours to a server's own.
+func withInstructions(own, ours string) string {
 	switch {
-	case strings.Contains(own, Instructions):
+	case strings.Contains(own, ours):
 		return own
 	case own == "":
-		return Instructions
+		return ours
 	}
-	return own + "\n\n" + Instructions
+	return own + "\n\n" + ours
 }

@@ -1,0 +1,341 @@
+package changeset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Approval selects who says yes to a write. See docs/approval.md.
+type Approval int
+
+const (
+	// TokenApproval, the default, returns a single-use confirmation token
+	// with each preview, and apply_change needs it. The agent holds the
+	// token, so nothing proves that a person approved the change: the
+	// server's instructions and the client's own confirmation are what
+	// keep a person in the loop.
+	TokenApproval Approval = iota
+	// UserApproval asks the user, through the client, before every
+	// apply_change, undo_change and undo_run with dry_run=false: the tool
+	// returns an input request (a form with one boolean, "approve") whose
+	// message is rendered from the ledger, and writes only if the answer is
+	// accept with approve=true. Previews return no token, and tokens are
+	// optional arguments that, if given, must be valid: a token is never
+	// enough on its own. Clients without form elicitation cannot approve
+	// anything; the refusal says so.
+	UserApproval
+)
+
+// String returns "token" or "user".
+func (a Approval) String() string {
+	switch a {
+	case TokenApproval:
+		return "token"
+	case UserApproval:
+		return "user"
+	}
+	return fmt.Sprintf("Approval(%d)", int(a))
+}
+
+// approvalActor is recorded in the ledger as who applied or undid a change
+// that the user approved through the client.
+const approvalActor = "agent (approved by the user)"
+
+// approveKey names both the input request and the form's one property.
+const approveKey = "approve"
+
+// ApprovalInstructions replaces Instructions in the server's instructions
+// when Options.Approval is UserApproval.
+const ApprovalInstructions = `This server guards every change it can make and asks the user itself before any change is made. A tool named preview_<operation> changes nothing: it returns a diff and a change_id.
+Show the diff to the user, then call apply_change with the change_id: the user's client asks the user to approve the change exactly as previewed, and it is made only if the user accepts. If the user declines, do not call again unless the user asks you to.
+apply_change is refused if the state changed since the preview; preview again and show the new diff. Call undo_change with the change_id only when the user asks for an undo; the user is asked again.
+For a task of more than one change, call start_run first with a short label and pass its run_id to every preview of the task, so the user can review the task as one unit (get_run) and take it back in one step.
+To undo a run, call undo_run: it is a dry run by default. Show its report to the user, then call undo_run with dry_run=false; the user is asked to approve that plan in their client.`
+
+// The inputs of apply_change and undo_change with user approval: the
+// token is optional.
+type (
+	approvalApplyInput struct {
+		ChangeID          string `json:"change_id" jsonschema:"the change_id from the preview"`
+		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"not needed: the user approves in their client; if given it must be the change's valid token"`
+	}
+	approvalUndoInput struct {
+		ChangeID  string `json:"change_id" jsonschema:"the change_id of the applied change"`
+		UndoToken string `json:"undo_token,omitempty" jsonschema:"not needed: the user approves in their client; if given it must be the change's valid undo token"`
+	}
+)
+
+// addApprovalChangeTools registers apply_change and undo_change for
+// UserApproval, and the middleware that keeps every failure of the
+// approval a tool error.
+func (g *Guard) addApprovalChangeTools() {
+	g.server.AddReceivingMiddleware(g.approvalMiddleware)
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("apply_change"),
+		Description: "Apply a previewed change, exactly as previewed, once. The user's client asks the user to approve it first, showing the diff; " +
+			"it is applied only if the user accepts. It is refused if the state changed since the preview, if the preview expired, or if writes are disabled.",
+		OutputSchema: outputSchema[ApplyResult](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalApplyInput) (*mcp.CallToolResult, *ApplyResult, error) {
+		if ask, err := g.approveChange(ctx, req, applyClaim, in.ChangeID, in.ConfirmationToken); ask != nil || err != nil {
+			return ask, nil, g.toolError(err)
+		}
+		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, approvalActor, in.ConfirmationToken == "")
+		if res != nil {
+			res.UndoToken = "" // undo_change asks the user too; the agent holds no token
+		}
+		return nil, res, g.toolError(err)
+	})
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("undo_change"),
+		Description: "Undo an applied change, only when the user asks for it. The user's client asks the user to approve the undo first. " +
+			"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
+		OutputSchema: outputSchema[UndoResult](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalUndoInput) (*mcp.CallToolResult, *UndoResult, error) {
+		if ask, err := g.approveChange(ctx, req, undoClaim, in.ChangeID, in.UndoToken); ask != nil || err != nil {
+			return ask, nil, g.toolError(err)
+		}
+		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, approvalActor, in.UndoToken == "")
+		return nil, res, g.toolError(err)
+	})
+}
+
+// approveChange is the approval of one change's apply or undo (k). Without
+// an answer in the call it checks, writing nothing, everything the claim
+// will check and returns the question. With an answer it verifies the
+// sealed state and the answer, and returns (nil, nil) if the user
+// approved: the caller then claims the change through the trusted path
+// (the token path if a token was given).
+func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k claimKind, id, token string) (*mcp.CallToolResult, error) {
+	tool := g.toolName("apply_change")
+	if k.from == ledger.Applied {
+		tool = g.toolName("undo_change")
+	}
+	scope, err := g.scopeOf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	subject := "change " + id
+	if answered(req) {
+		st, err := g.openState(req, tool, id, k.purpose, scope, subject, k.verb)
+		if err != nil {
+			return nil, err
+		}
+		c, err := g.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if c.PayloadHash != st.Hash {
+			return nil, badState(subject, k.verb, tool)
+		}
+		return nil, readAnswer(req, subject, k.verb, tool)
+	}
+	c, err := g.precheck(ctx, k, id, token, scope)
+	if err != nil {
+		return nil, err
+	}
+	if !canElicitForm(req) {
+		return nil, noElicitation(subject, k.verb)
+	}
+	end := c.ExpiresAt
+	if k.from == ledger.Applied {
+		end = c.UndoExpiresAt
+	}
+	st := sealedState{Tool: tool, ID: id, Purpose: k.purpose, Hash: c.PayloadHash, Scope: scope,
+		Expires: expiresAt(g.now(), end).Unix()}
+	return g.ask(changeMessage(k.purpose, c), st), nil
+}
+
+// errDryCheck rolls back the transaction of a precheck.
+var errDryCheck = errors.New("precheck: roll back")
+
+// precheck runs every check of the claim for k (scope, status, expiry,
+// undo window, the token if one is given, the run), and the write mode
+// and state check that follow it, without writing anything: the claim's
+// checks run in a transaction that is rolled back. It returns the change.
+func (g *Guard) precheck(ctx context.Context, k claimKind, id, token, scope string) (*ledger.Change, error) {
+	trusted := token == ""
+	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+		return nil, err
+	}
+	var c *ledger.Change
+	var refusal error
+	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		got, ref, err := g.claimIn(tx, k, id, token, scope, "", trusted)
+		if err != nil || ref != nil {
+			refusal = ref
+			return errors.Join(err, errDryCheck)
+		}
+		c = got
+		if o, ok := g.lookup(c.Action); ok && o.tx != nil && o.tx.observe != nil {
+			state, err := g.observeTx(ctx, tx, o, c.Payload)
+			refusal = stateCheck(k, c, state, err)
+		}
+		return errDryCheck
+	})
+	switch {
+	case refusal != nil:
+		return nil, refusal
+	case !errors.Is(err, errDryCheck):
+		return nil, err
+	case !g.WritesEnabled():
+		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
+	}
+	if o, ok := g.lookup(c.Action); ok && o.observe != nil {
+		state, err := g.observe(ctx, o, c.Payload)
+		if err := stateCheck(k, c, state, err); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// stateCheck refuses to ask about a change whose resource no longer looks
+// the way the apply (or undo) requires. A state that could not be read is
+// left for the claim to decide.
+func stateCheck(k claimKind, c *ledger.Change, state []byte, err error) error {
+	switch {
+	case err != nil:
+		return nil
+	case k.from == ledger.Pending && canonjson.Hash(state) != c.StateHash:
+		return &StateChangedError{ChangeID: c.ID, Phase: "apply"}
+	case k.from == ledger.Applied && (c.After == nil || string(state) != string(c.After)):
+		return &StateChangedError{ChangeID: c.ID, Phase: "undo"}
+	}
+	return nil
+}
+
+// answered reports whether a call carries an answer (the retry of a
+// multi round-trip request), as opposed to asking for a question.
+func answered(req *mcp.CallToolRequest) bool {
+	return req.Params.InputResponses != nil || req.Params.RequestState != ""
+}
+
+// canElicitForm reports whether the client declared form elicitation.
+// An elicitation capability without modes means form, as the SDK reads it.
+func canElicitForm(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Session == nil {
+		return false
+	}
+	p := req.Session.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		return false
+	}
+	e := p.Capabilities.Elicitation
+	return e.Form != nil || e.URL == nil
+}
+
+// ask returns the question: one form input request and the sealed state.
+func (g *Guard) ask(message string, st sealedState) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{approveKey: &mcp.ElicitParams{
+			Mode:    "form",
+			Message: message,
+			RequestedSchema: &jsonschema.Schema{
+				Type: "object",
+				Properties: map[string]*jsonschema.Schema{approveKey: {
+					Type:        "boolean",
+					Title:       "Approve",
+					Description: "Yes goes ahead exactly as shown; no leaves everything as it is.",
+				}},
+				Required: []string{approveKey},
+			},
+		}},
+		RequestState: g.sealer.seal(st),
+	}
+}
+
+// openState opens and checks the sealed state of an answered call: made
+// by this server's key for this tool, ID, purpose and scope, and not
+// expired.
+func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose, scope, subject, verb string) (*sealedState, error) {
+	st, err := g.sealer.open(req.Params.RequestState, tool, id)
+	if err != nil || st.Purpose != purpose || st.Scope != scope {
+		return nil, badState(subject, verb, tool)
+	}
+	if exp := time.Unix(st.Expires, 0); !g.now().Before(exp) {
+		return nil, Refuse("%s was not %s: the question to the user expired at %s before the answer came; nothing was spent. Call %s again to ask the user again.",
+			subject, verb, formatTime(exp), tool)
+	}
+	return st, nil
+}
+
+func badState(subject, verb, tool string) error {
+	return Refuse("%s was not %s: the answer came with a request state that this server did not issue for this call (missing, altered, made for another change or run, or by another server); nothing was spent. "+
+		"Call %s again without inputResponses to ask the user.", subject, verb, tool)
+}
+
+// readAnswer returns nil only for accept with approve=true.
+func readAnswer(req *mcp.CallToolRequest, subject, verb, tool string) error {
+	res, ok := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
+	if !ok || res == nil {
+		return Refuse("%s was not %s: the call carried no answer to the approval question; nothing was spent. Call %s again without inputResponses to ask the user.", subject, verb, tool)
+	}
+	switch res.Action {
+	case "accept":
+		if yes, _ := res.Content[approveKey].(bool); yes {
+			return nil
+		}
+		return Refuse("%s was not %s: the user did not approve it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+	case "decline":
+		return Refuse("%s was not %s: the user declined it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+	case "cancel":
+		return Refuse("%s was not %s: the user dismissed the question without answering; nothing was spent and it stays as it was. Call %s again to ask again.", subject, verb, tool)
+	}
+	return Refuse("%s was not %s: the client's answer to the approval question is not one this server understands; nothing was spent.", subject, verb)
+}
+
+// noElicitation is the refusal for a client that cannot show the question.
+func noElicitation(subject, verb string) error {
+	return Refuse("%s was not %s: this server asks the user to approve every change in their client (form elicitation), and this client does not support form elicitation; nothing was spent. "+
+		"Use a client that supports elicitation, or ask the server's operator to switch to token approval (changeset.TokenApproval).", subject, verb)
+}
+
+// approvalMiddleware keeps every failure of an approval a tool error: for
+// clients before protocol 2026-07-28, go-sdk asks the user itself
+// (elicitation/create) and reports a failure there (no elicitation, a
+// failing handler, an answer that does not fit the form) as a JSON-RPC
+// error.
+func (g *Guard) approvalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if err == nil || !ok || ctr.Params == nil || !g.asksUser(ctr.Params.Name) || !bridged(ctr) {
+			return res, err
+		}
+		out := &mcp.CallToolResult{}
+		out.SetError(fmt.Errorf("%s could not ask the user for approval (%v); nothing was applied or undone and nothing was spent; call it again to ask again", ctr.Params.Name, err))
+		return out, nil
+	}
+}
+
+// bridged reports whether go-sdk's server asks the user itself for this
+// call: the client speaks a protocol older than 2026-07-28.
+func bridged(req *mcp.CallToolRequest) bool {
+	if req.Session == nil {
+		return false
+	}
+	p := req.Session.InitializeParams()
+	return p != nil && p.ProtocolVersion < "2026-07-28" // as go-sdk decides
+}
+
+// asksUser reports whether the tool named name asks the user.
+func (g *Guard) asksUser(name string) bool {
+	return name == g.toolName("apply_change") || name == g.toolName("undo_change") || name == g.toolName("undo_run")
+}
+
+// approvalNextStep is a preview's next_step with user approval.
+func approvalNextStep(writesEnabled bool) string {
+	if !writesEnabled {
+		return "Show this diff to the user. Writes are disabled on this server, so apply_change will be refused until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; the preview stays valid until it expires."
+	}
+	return "Show this diff to the user, then call apply_change with the change_id. The user's client will ask the user to approve this change; it is applied only if the user accepts."
+}

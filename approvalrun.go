@@ -1,0 +1,99 @@
+package changeset
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// addApprovalUndoRun registers undo_run for UserApproval: the dry run is
+// the same as with tokens but returns no token, and the real undo asks the
+// user to approve the plan of the dry run walk.
+func (g *Guard) addApprovalUndoRun() {
+	addTool(g, &mcp.Tool{
+		Name: g.toolName("undo_run"),
+		Description: "Undo every change of a run, newest first. By default this is a dry run: it changes nothing and reports what will be undone, " +
+			"what is skipped because people changed it since, and what cannot be undone exactly. " +
+			"Show that report to the user; to undo, call again with dry_run=false: the user's client asks the user to approve the plan, and the run is undone only if the user accepts.",
+		OutputSchema: outputSchema[RunReport](),
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
+		if in.DryRun == nil || *in.DryRun {
+			rep, err := g.undoRunTool(ctx, req, in.RunID, true, "")
+			if rep != nil && rep.DryRun {
+				rep.ConfirmationToken, rep.ExpiresAt = "", ""
+				rep.NextStep = "Nothing has been changed yet. Show this report to the user: what will be undone, what is skipped and why, and what cannot be undone exactly. " +
+					"To undo, call undo_run with dry_run=false: the user's client will ask the user to approve this plan."
+			}
+			return nil, rep, g.toolError(err)
+		}
+		ask, rep, err := g.approveUndoRun(ctx, req, in.RunID, in.ConfirmationToken)
+		return ask, rep, g.toolError(err)
+	})
+}
+
+// approveUndoRun is undo_run(dry_run=false) with user approval. Without an
+// answer it walks the run as the dry run does (writing nothing) and asks
+// the user about that plan, sealing the plan's hash in the state. With an
+// answer it verifies the state and the answer, walks the run again and
+// refuses if the plan is no longer the one the user approved; otherwise it
+// claims and undoes the run through the trusted path.
+func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, token string) (*mcp.CallToolResult, *RunReport, error) {
+	const verb = "undone"
+	tool := g.toolName("undo_run")
+	subject := "run " + runID
+	var st *sealedState
+	if answered(req) {
+		scope, err := g.scopeOf(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st, err = g.openState(req, tool, runID, purposeRunUndo, scope, subject, verb); err != nil {
+			return nil, nil, err
+		}
+		if err := readAnswer(req, subject, verb, tool); err != nil {
+			return nil, nil, err
+		}
+	}
+	r, err := g.scopedRun(ctx, req, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch r.Status {
+	case ledger.RunUndone, ledger.RunPartiallyUndone:
+		rep, err := decodeReport(r.Report)
+		return nil, rep, err
+	case ledger.RunUndoing:
+		return nil, nil, Refuse("run %s is being undone by another request; ask again with get_run when it finishes", r.ID)
+	}
+	if !g.WritesEnabled() {
+		return nil, nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
+	}
+	if token != "" && !(validToken(token, confirmPrefix) && tokenMatches(r.ConfirmHash, purposeRunUndo, r.ID, r.PlanHash, token)) {
+		return nil, nil, Refuse("invalid confirmation token for run %s; it is not needed with user approval, so leave it out", r.ID)
+	}
+	if st == nil && !canElicitForm(req) {
+		return nil, nil, noElicitation(subject, verb)
+	}
+	plan, err := g.walkRun(ctx, r, false, approvalActor)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st == nil {
+		state := sealedState{Tool: tool, ID: r.ID, Purpose: purposeRunUndo, Hash: plan.hash, Scope: r.ScopeHash,
+			Expires: expiresAt(g.now(), time.Time{}).Unix()}
+		return g.ask(runMessage(r, plan.report(r.ID, true)), state), nil, nil
+	}
+	if plan.hash != st.Hash {
+		return nil, nil, Refuse("run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
+			"Run the dry run again, show the new report to the user, and call undo_run with dry_run=false to ask the user about it.", r.ID)
+	}
+	stored, err := g.claimRun(ctx, r, plan, "", approvalActor, true)
+	if err != nil || stored != nil {
+		return nil, stored, err
+	}
+	rep, err := g.executeRun(ctx, r, approvalActor)
+	return nil, rep, err
+}
