@@ -48,6 +48,8 @@ type op struct {
 	apply       func(ctx context.Context, payload json.RawMessage) (any, error)
 	undo        func(ctx context.Context, payload, result json.RawMessage) error // nil: no undo
 	observe     func(ctx context.Context, payload json.RawMessage) (any, error)  // nil: no state checks
+	// redact names the payload fields tagged `changeset:"redact"`.
+	redact []string
 	// tx holds the functions of a TxOperation, which replace apply, undo
 	// and observe; nil for an Operation.
 	tx *txFuncs
@@ -76,6 +78,7 @@ func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
 	e := &op{
 		name:        name,
 		description: description,
+		redact:      redactFields[P](),
 		preview: func(ctx context.Context, args json.RawMessage) (storedProposal, error) {
 			var in In
 			if err := decodeStrict(args, &in); err != nil {

@@ -73,6 +73,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		StateHash:     stateHash,
 		Undoable:      o.hasUndo(),
 		Transactional: o.tx != nil,
+		RedactFields:  o.redact,
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(g.opts.TTL),

@@ -133,6 +133,12 @@ type Change struct {
 	AppliedBy string
 	UndoneBy  string
 
+	// RedactFields names payload fields (and diff entries of the same
+	// field) that the ledger replaces by keyed hashes once the change is
+	// terminal; RedactedAt is when it did, zero until then. See Redact.
+	RedactFields []string
+	RedactedAt   time.Time
+
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	ExpiresAt     time.Time // the confirmation token's expiry
@@ -151,6 +157,9 @@ func (c *Change) Clone() *Change {
 	d.Result = cloneBytes(c.Result)
 	if c.Warnings != nil {
 		d.Warnings = append([]string(nil), c.Warnings...)
+	}
+	if c.RedactFields != nil {
+		d.RedactFields = append([]string(nil), c.RedactFields...)
 	}
 	return &d
 }

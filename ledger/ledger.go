@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -15,6 +16,9 @@ import (
 type Ledger struct {
 	b   Backend
 	now func() time.Time
+
+	redactMu  sync.Mutex
+	redactKey []byte // loaded from the meta table on first use
 }
 
 // New wraps an open backend. Most callers use [Open] instead.
@@ -46,6 +50,7 @@ func (l *Ledger) Close() error { return l.b.Close() }
 // (SQLite) or the locks of the rows it read (PostgreSQL) until it ends.
 type Tx struct {
 	ctx context.Context
+	l   *Ledger
 	b   Backend
 	tx  *sql.Tx
 }
@@ -60,8 +65,14 @@ func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx,
 // InsertChange stores a new change.
 func (tx *Tx) InsertChange(c *Change) error { return tx.b.InsertChange(tx.ctx, tx.tx, c) }
 
-// UpdateChange writes c back if its status is still from.
+// UpdateChange writes c back if its status is still from. A change that
+// becomes terminal has its RedactFields redacted first (see Redact).
 func (tx *Tx) UpdateChange(c *Change, from Status) error {
+	if c.Status.Terminal() && len(c.RedactFields) > 0 && c.RedactedAt.IsZero() {
+		if err := tx.l.redact(tx, c); err != nil {
+			return err
+		}
+	}
 	return tx.b.UpdateChange(tx.ctx, tx.tx, c, from)
 }
 
@@ -86,7 +97,7 @@ func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return Errorf("begin transaction on", l.b.Location(), err)
 	}
-	tx := &Tx{ctx: ctx, b: l.b, tx: sqlTx}
+	tx := &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}
 	if err := fn(tx); err != nil {
 		_ = sqlTx.Rollback()
 		return err
@@ -105,7 +116,7 @@ func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
 	if err != nil {
 		return nil, Errorf("begin transaction on", l.b.Location(), err)
 	}
-	return &Tx{ctx: ctx, b: l.b, tx: sqlTx}, nil
+	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}, nil
 }
 
 // Commit commits a transaction from Begin.

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/examples/internal/exampletest"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -74,5 +78,40 @@ func TestHelp(t *testing.T) {
 	out, err := exec.Command(exampletest.Build(t, "settings"), "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Usage: settings [flags]") || !strings.Contains(string(out), "--auth-token-file file") {
 		t.Fatalf("--help: %v\n%s", err, out)
+	}
+}
+
+// TestDashboard_FlagServesTheDashboardAndPrintsItsLoginURL starts the
+// server with --dashboard and signs in with the URL it prints.
+func TestDashboard_FlagServesTheDashboardAndPrintsItsLoginURL(t *testing.T) {
+	c := exampletest.Start(t, "settings", []string{"--dashboard", "127.0.0.1:0"}, exampletest.Guarded)
+	c.Apply(c.Preview("set_setting", map[string]any{"key": "theme", "value": "dark"}))
+	login := strings.TrimSpace(c.Stderr.WaitLine(t, "settings: dashboard: ", 10*time.Second))
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" {
+		t.Fatalf("login: %s at %s", resp.Status, resp.Request.URL)
+	}
+	resp, err = client.Get(strings.Split(login, "/login")[0] + "/changes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "set_setting") {
+		t.Fatalf("changes page: %s\n%s", resp.Status, body)
+	}
+	anon, err := http.Get(strings.Split(login, "/login")[0] + "/changes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon.Body.Close()
+	if anon.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the login: %s", anon.Status)
 	}
 }

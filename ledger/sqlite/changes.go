@@ -14,9 +14,10 @@ const changeColumns = `id, action, status, scope_hash, run_id, resource,
 	payload, payload_hash, diff, summary, warnings, state_hash,
 	before_state, after_state, confirm_hash, undo_hash, undoable, transactional,
 	result, error_type, error, note, applied_by, undone_by,
-	created_at, updated_at, expires_at, applied_at, undo_expires_at, undone_at`
+	created_at, updated_at, expires_at, applied_at, undo_expires_at, undone_at,
+	redact_fields, redacted_at`
 
-var insertChangeSQL = `INSERT INTO changes (` + changeColumns + `) VALUES (` + placeholders(30) + `)`
+var insertChangeSQL = `INSERT INTO changes (` + changeColumns + `) VALUES (` + placeholders(32) + `)`
 
 // updateChangeSQL writes back every column except the ones fixed when the
 // change was previewed: id, action, scope_hash, run_id and created_at.
@@ -25,7 +26,8 @@ const updateChangeSQL = `UPDATE changes SET
 	summary = ?, warnings = ?, state_hash = ?, before_state = ?, after_state = ?,
 	confirm_hash = ?, undo_hash = ?, undoable = ?, transactional = ?, result = ?,
 	error_type = ?, error = ?, note = ?, applied_by = ?, undone_by = ?,
-	updated_at = ?, expires_at = ?, applied_at = ?, undo_expires_at = ?, undone_at = ?
+	updated_at = ?, expires_at = ?, applied_at = ?, undo_expires_at = ?, undone_at = ?,
+	redact_fields = ?, redacted_at = ?
 	WHERE id = ? AND status = ?`
 
 // InsertChange stores a new change. It fails if a change with the same ID
@@ -36,12 +38,17 @@ func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.
 	if err != nil {
 		return b.interpretError(op, err)
 	}
+	redact, err := stringsArg(c.RedactFields)
+	if err != nil {
+		return b.interpretError(op, err)
+	}
 	_, err = q.ExecContext(ctx, insertChangeSQL,
 		c.ID, c.Action, string(c.Status), c.ScopeHash, optString(c.RunID), c.Resource,
 		jsonArg(c.Payload), c.PayloadHash, jsonArg(c.Diff), c.Summary, warnings, c.StateHash,
 		jsonArg(c.Before), jsonArg(c.After), c.ConfirmHash, c.UndoHash, boolArg(c.Undoable), boolArg(c.Transactional),
 		jsonArg(c.Result), c.ErrorType, c.Error, c.Note, c.AppliedBy, c.UndoneBy,
 		timeArg(c.CreatedAt), timeArg(c.UpdatedAt), timeArg(c.ExpiresAt), timeArg(c.AppliedAt), timeArg(c.UndoExpiresAt), timeArg(c.UndoneAt),
+		redact, timeArg(c.RedactedAt),
 	)
 	return b.interpretError(op, err)
 }
@@ -68,12 +75,17 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 	if err != nil {
 		return b.interpretError(op+" change "+c.ID, err)
 	}
+	redact, err := stringsArg(c.RedactFields)
+	if err != nil {
+		return b.interpretError(op+" change "+c.ID, err)
+	}
 	res, err := q.ExecContext(ctx, updateChangeSQL,
 		string(c.Status), c.Resource, jsonArg(c.Payload), c.PayloadHash, jsonArg(c.Diff),
 		c.Summary, warnings, c.StateHash, jsonArg(c.Before), jsonArg(c.After),
 		c.ConfirmHash, c.UndoHash, boolArg(c.Undoable), boolArg(c.Transactional), jsonArg(c.Result),
 		c.ErrorType, c.Error, c.Note, c.AppliedBy, c.UndoneBy,
 		timeArg(c.UpdatedAt), timeArg(c.ExpiresAt), timeArg(c.AppliedAt), timeArg(c.UndoExpiresAt), timeArg(c.UndoneAt),
+		redact, timeArg(c.RedactedAt),
 		c.ID, string(from),
 	)
 	return b.casResult(ctx, q, op, "change", c.ID, string(from), res, err)
@@ -189,7 +201,8 @@ func scanChange(s scanner) (*ledger.Change, error) {
 		before, after, result                       sql.NullString
 		undoable, transactional                     int64
 		created, updated, expires, applied, undoExp sql.NullInt64
-		undone                                      sql.NullInt64
+		undone, redactedAt                          sql.NullInt64
+		redact                                      sql.NullString
 	)
 	err := s.Scan(
 		&c.ID, &c.Action, &status, &c.ScopeHash, &runID, &c.Resource,
@@ -197,6 +210,7 @@ func scanChange(s scanner) (*ledger.Change, error) {
 		&before, &after, &c.ConfirmHash, &c.UndoHash, &undoable, &transactional,
 		&result, &c.ErrorType, &c.Error, &c.Note, &c.AppliedBy, &c.UndoneBy,
 		&created, &updated, &expires, &applied, &undoExp, &undone,
+		&redact, &redactedAt,
 	)
 	if err != nil {
 		return nil, err
@@ -211,5 +225,9 @@ func scanChange(s scanner) (*ledger.Change, error) {
 	c.Undoable, c.Transactional = undoable != 0, transactional != 0
 	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = timeFrom(created), timeFrom(updated), timeFrom(expires)
 	c.AppliedAt, c.UndoExpiresAt, c.UndoneAt = timeFrom(applied), timeFrom(undoExp), timeFrom(undone)
+	if c.RedactFields, err = stringsFrom(redact); err != nil {
+		return nil, err
+	}
+	c.RedactedAt = timeFrom(redactedAt)
 	return &c, nil
 }

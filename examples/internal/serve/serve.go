@@ -8,6 +8,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"strings"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/dashboard"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,11 +32,12 @@ type Flags struct {
 	HTTP          string // --http
 	AuthTokenFile string // --auth-token-file
 	AllowRemote   bool   // --allow-remote
+	Dashboard     string // --dashboard
 }
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from an example's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "auth-token-file": true, "allow-remote": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "auth-token-file": true, "allow-remote": true, "dashboard": true}
 
 // Register adds the common flags to fs. name is the example's name, used
 // for the default ledger file.
@@ -47,6 +50,8 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		"the bearer tokens HTTP clients must present: a `file` of lines \"TOKEN IDENTITY\"; the identity scopes the caller's changes")
 	fs.BoolVar(&f.AllowRemote, "allow-remote", false,
 		"allow --http on an address other than loopback (plain HTTP: put a TLS-terminating proxy in front)")
+	fs.StringVar(&f.Dashboard, "dashboard", "",
+		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
 }
 
 // Check validates the common flags after parsing.
@@ -55,8 +60,8 @@ func (f *Flags) Check() error {
 		return errors.New("--ledger must not be empty")
 	}
 	if f.HTTP == "" {
-		if f.AuthTokenFile != "" || f.AllowRemote {
-			return errors.New("--auth-token-file and --allow-remote only make sense with --http")
+		if f.AuthTokenFile != "" || (f.AllowRemote && f.Dashboard == "") {
+			return errors.New("--auth-token-file only makes sense with --http, and --allow-remote with --http or --dashboard")
 		}
 		return nil
 	}
@@ -181,6 +186,20 @@ func run(p Program, f Flags) error {
 	defer guard.Close()
 	if err := p.Setup(server, guard, log); err != nil {
 		return err
+	}
+	if f.Dashboard != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		d, err := dashboard.New(guard, dashboard.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		login, err := dashboard.Serve(ctx, f.Dashboard, d, &dashboard.ServeOptions{AllowRemote: f.AllowRemote})
+		if err != nil {
+			return err
+		}
+		// Printed once, to stderr only: the URL holds the login token.
+		fmt.Fprintf(os.Stderr, "%s: dashboard: %s\n", p.Name, login)
 	}
 	return Run(server, f, verifier, log)
 }

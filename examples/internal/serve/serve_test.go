@@ -39,7 +39,7 @@ func TestFlagsCheck_HTTPNeedsATokenFile(t *testing.T) {
 		want string
 	}{
 		{Flags{Ledger: "l.db", HTTP: "127.0.0.1:0"}, "--http needs --auth-token-file"},
-		{Flags{Ledger: "l.db", AuthTokenFile: "t"}, "only make sense with --http"},
+		{Flags{Ledger: "l.db", AuthTokenFile: "t"}, "only makes sense with --http"},
 		{Flags{Ledger: "l.db", HTTP: "0.0.0.0:80", AuthTokenFile: "t"}, "not a loopback address"},
 		{Flags{Ledger: ""}, "--ledger must not be empty"},
 	} {

@@ -1,0 +1,251 @@
+// Package dashboard is a small web interface for the people behind an agent:
+// they review every change and run the agent made, and undo them, without
+// going through the agent.
+//
+// The dashboard is an http.Handler that a server mounts beside its MCP
+// endpoint, or serves on a loopback address of its own with Serve:
+//
+//	d, err := dashboard.New(guard, dashboard.Options{Person: "ana"})
+//	if err != nil { ... }
+//	login, err := dashboard.Serve(ctx, "127.0.0.1:8080", d, nil)
+//	if err != nil { ... }
+//	fmt.Fprintln(os.Stderr, "dashboard:", login)
+//
+// Pages are rendered on the server with html/template and work without
+// JavaScript; the stylesheet and a few lines of optional script are embedded
+// in the binary, and no page fetches anything from elsewhere.
+//
+// Access starts with a login token: the URL /login?token=… exchanges it for
+// an HttpOnly, SameSite=Strict session cookie and redirects to the list of
+// runs, so the token leaves the address bar. Every request except the login
+// and the static assets needs a session. Every state-changing request is a
+// POST carrying the session's CSRF token in the form field "csrf", and
+// cross-origin POSTs are refused.
+//
+// Undo from the dashboard goes through the Guard's trusted path
+// (Guard.UndoRun and Guard.UndoAs) with no agent token, and the ledger
+// records that a person did it: "person:<name>". The dashboard never shows a
+// token, a token digest, a payload, scope or state hash, or sealed state.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	changeset "github.com/mcp-changeset/changeset-go"
+)
+
+// DefaultSessionTTL is how long a session lasts when Options.SessionTTL is
+// zero.
+const DefaultSessionTTL = 12 * time.Hour
+
+// DefaultPerson is the name recorded for undos from the dashboard when
+// Options.Person is empty.
+const DefaultPerson = "dashboard"
+
+// minLoginTokenLen is the shortest login token New accepts from Options.
+const minLoginTokenLen = 16
+
+// Options configure a dashboard. The zero value is valid: it generates a
+// login token and records undos as done by "person:dashboard".
+type Options struct {
+	// LoginToken is the secret that /login?token=… exchanges for a session.
+	// When empty, New generates 256 random bits; read it with
+	// Dashboard.LoginToken or Dashboard.LoginURL. A token given here must
+	// be at least 16 characters long.
+	LoginToken string
+	// Person names the person who undoes through the dashboard; the ledger
+	// records "person:<Person>" (default "dashboard"). A Wrap middleware
+	// that knows who is signed in can name each request's person with
+	// WithPerson instead.
+	Person string
+	// SessionTTL is how long a session lasts after login (default 12 h).
+	SessionTTL time.Duration
+	// MaxSessions caps the sessions kept in memory (default 100); a new
+	// login beyond it ends the oldest session.
+	MaxSessions int
+	// SecureCookie marks the session cookie Secure even on plain-HTTP
+	// requests, for a dashboard behind a proxy that terminates TLS.
+	// Requests that arrive over TLS always get a Secure cookie.
+	SecureCookie bool
+	// Wrap, when set, wraps the whole dashboard, outside its own checks:
+	// the operator's own authentication middleware, for example.
+	Wrap func(http.Handler) http.Handler
+	// Now replaces time.Now for relative times and session expiry (tests).
+	Now func() time.Time
+	// Logger receives one record per undo and per unexpected error. Tokens
+	// are never logged. Nil discards.
+	Logger *slog.Logger
+}
+
+// Dashboard is the dashboard's http.Handler. Create one with New.
+type Dashboard struct {
+	guard    *changeset.Guard
+	opts     Options
+	token    string
+	sessions *sessionStore
+	pages    *pages
+	handler  http.Handler // everything, Wrap included
+}
+
+// New returns a dashboard over guard. It returns an error for invalid
+// options.
+func New(guard *changeset.Guard, opts Options) (*Dashboard, error) {
+	if guard == nil {
+		return nil, errors.New("dashboard: nil Guard")
+	}
+	if opts.Person == "" {
+		opts.Person = DefaultPerson
+	}
+	if err := validPerson(opts.Person); err != nil {
+		return nil, fmt.Errorf("dashboard: Options.Person: %w", err)
+	}
+	if opts.SessionTTL < 0 || opts.MaxSessions < 0 {
+		return nil, errors.New("dashboard: SessionTTL and MaxSessions must not be negative")
+	}
+	if opts.SessionTTL == 0 {
+		opts.SessionTTL = DefaultSessionTTL
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = 100
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	token := opts.LoginToken
+	switch {
+	case token == "":
+		token = randomString(32)
+	case len(token) < minLoginTokenLen:
+		return nil, fmt.Errorf("dashboard: Options.LoginToken must be at least %d characters long", minLoginTokenLen)
+	case strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		return nil, errors.New("dashboard: Options.LoginToken must be printable ASCII without spaces")
+	}
+	opts.LoginToken = ""
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{
+		guard:    guard,
+		opts:     opts,
+		token:    token,
+		sessions: newSessionStore(opts.SessionTTL, opts.MaxSessions, opts.Now),
+		pages:    p,
+	}
+	d.handler = d.routes()
+	if opts.Wrap != nil {
+		d.handler = opts.Wrap(d.handler)
+	}
+	return d, nil
+}
+
+// Handler returns the dashboard over guard as an http.Handler. Use New
+// instead to read a generated login token.
+func Handler(guard *changeset.Guard, opts Options) (http.Handler, error) {
+	d, err := New(guard, opts)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ServeHTTP serves the dashboard.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.handler.ServeHTTP(w, r)
+}
+
+// LoginToken returns the secret that /login exchanges for a session. Print
+// it only where the operator alone can read it (the server's standard
+// error), never into a log that others read.
+func (d *Dashboard) LoginToken() string { return d.token }
+
+// LoginURL returns the login link for a dashboard served at base, for
+// example "http://127.0.0.1:8080".
+func (d *Dashboard) LoginURL(base string) string {
+	return strings.TrimSuffix(base, "/") + "/login?token=" + url.QueryEscape(d.token)
+}
+
+// routes registers every page and action on a ServeMux and puts the
+// security headers and the session check in front of them.
+func (d *Dashboard) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", assetServer()))
+	mux.HandleFunc("GET /login", d.login)
+	authed := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, d.requireSession(h))
+	}
+	authed("GET /{$}", d.runsPage)
+	authed("GET /runs/{id}", d.runPage)
+	authed("POST /runs/{id}/dry-run", d.dryRun)
+	authed("POST /runs/{id}/undo", d.undoRun)
+	authed("GET /changes", d.changesPage)
+	authed("GET /changes/{id}", d.changePage)
+	authed("POST /changes/{id}/undo", d.undoChange)
+	authed("POST /logout", d.logout)
+	authed("/", d.notFound)
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.renderError(w, r, http.StatusForbidden, "Cross-origin request refused",
+			"This form was sent from another site. Use the dashboard's own pages.")
+	}))
+	return securityHeaders(cop.Handler(mux))
+}
+
+// personKey is the context key of WithPerson.
+type personKey struct{}
+
+// WithPerson returns a context that names the person acting on this
+// request, overriding Options.Person. A Wrap middleware that has
+// authenticated the user calls it:
+//
+//	r = r.WithContext(dashboard.WithPerson(r.Context(), user.Login))
+//
+// Names that are empty, longer than 64 bytes or hold control characters
+// are ignored.
+func WithPerson(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, personKey{}, name)
+}
+
+// person returns the name of the person acting on r.
+func (d *Dashboard) person(r *http.Request) string {
+	if name, ok := r.Context().Value(personKey{}).(string); ok && validPerson(name) == nil {
+		return name
+	}
+	return d.opts.Person
+}
+
+func validPerson(name string) error {
+	switch {
+	case name == "" || len(name) > 64:
+		return errors.New("a person's name must be 1 to 64 bytes")
+	case !utf8.ValidString(name):
+		return errors.New("a person's name must be valid UTF-8")
+	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }):
+		return errors.New("a person's name must not hold control or format characters")
+	}
+	return nil
+}
+
+// randomString returns n random bytes from crypto/rand as unpadded URL-safe
+// base64.
+func randomString(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand panics rather than return an error)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

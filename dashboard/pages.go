@@ -1,0 +1,345 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+
+	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// pageNames are the templates in templates/, each rendered inside
+// layout.html.
+var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "error"}
+
+// pages holds one parsed template set per page.
+type pages struct {
+	t map[string]*template.Template
+}
+
+func parsePages() (*pages, error) {
+	funcs := template.FuncMap{
+		"label": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	}
+	p := &pages{t: map[string]*template.Template{}}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
+			"templates/layout.html", "templates/parts.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		p.t[name] = t
+	}
+	return p, nil
+}
+
+func assetServer() http.Handler {
+	sub, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		panic(err) // the embedded directory exists
+	}
+	return http.FileServerFS(sub)
+}
+
+// page is what every template receives.
+type page struct {
+	Title    string
+	Nav      string // the highlighted section: "runs" or "changes"
+	SignedIn bool
+	Person   string
+	CSRF     string
+	Flash    string // a success message
+	Problem  string // a refusal or failure, shown prominently
+	Writes   bool   // whether undo may write now
+	Data     any
+}
+
+// render writes a page with status code. Rendering into a buffer first
+// means a template error never leaves a half-written page.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
+	if s := sessionOf(r); s != nil {
+		p.SignedIn, p.CSRF, p.Person = true, s.csrf, changeset.Person(d.person(r))
+		if p.Flash == "" {
+			p.Flash = d.sessions.takeFlash(s.id)
+		}
+	}
+	p.Writes = d.guard.WritesEnabled()
+	var b bytes.Buffer
+	if err := d.pages.t[name].Execute(&b, p); err != nil {
+		d.opts.Logger.Error("dashboard: render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(b.Bytes())
+}
+
+// errorPage is the data of the error template.
+type errorPage struct {
+	Code       int
+	Title      string
+	Hint       string
+	StatusText string
+}
+
+func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, code int, title, hint string) {
+	d.render(w, r, code, "error", page{Title: title, Data: errorPage{code, title, hint, http.StatusText(code)}})
+}
+
+func (d *Dashboard) notFound(w http.ResponseWriter, r *http.Request) {
+	d.renderError(w, r, http.StatusNotFound, "Not found", "There is no such page, run or change in this ledger.")
+}
+
+// internalError logs err for the operator and shows a page without it.
+func (d *Dashboard) internalError(w http.ResponseWriter, r *http.Request, err error) {
+	d.opts.Logger.Error("dashboard: request failed", "path", r.URL.Path, "err", err)
+	d.renderError(w, r, http.StatusInternalServerError, "Something went wrong",
+		"The dashboard could not read the ledger. The server's log has the details.")
+}
+
+// limitOf reads the optional "limit" query parameter.
+func limitOf(r *http.Request, def int) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || n <= 0 {
+		return def
+	}
+	return min(n, 1000)
+}
+
+// runsData is the data of the runs page.
+type runsData struct {
+	Runs []runView
+	More int // the limit of the "show more" link, or 0
+}
+
+func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
+	ctx, v := r.Context(), d.viewer()
+	limit := limitOf(r, 50)
+	runs, err := d.guard.Ledger().ListRuns(ctx, ledger.RunFilter{Limit: limit + 1})
+	if err != nil {
+		d.internalError(w, r, err)
+		return
+	}
+	data := runsData{Runs: []runView{}}
+	if len(runs) > limit {
+		runs, data.More = runs[:limit], limit*2
+	}
+	for _, run := range runs {
+		changes, err := d.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{RunID: run.ID})
+		if err != nil {
+			d.internalError(w, r, err)
+			return
+		}
+		data.Runs = append(data.Runs, v.run(run, changes))
+	}
+	d.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: data})
+}
+
+// maxTimeline caps the events a run's timeline shows (the newest).
+const maxTimeline = 100
+
+// runData is the data of the run page and of the dry-run page.
+type runData struct {
+	Run        runView
+	Changes    []changeView
+	Timeline   []event
+	Earlier    int // timeline events left out, oldest first
+	Report     *reportView
+	CanDryRun  bool
+	AnyApplied bool
+}
+
+// loadRun reads a run and its changes; it writes a 404 or 500 page and
+// returns ok=false when it cannot.
+func (d *Dashboard) loadRun(w http.ResponseWriter, r *http.Request) (*ledger.Run, []*ledger.Change, bool) {
+	id := r.PathValue("id")
+	if !validID(id, "run_") {
+		d.notFound(w, r)
+		return nil, nil, false
+	}
+	ctx := r.Context()
+	run, err := d.guard.Ledger().GetRun(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		d.notFound(w, r)
+		return nil, nil, false
+	}
+	if err != nil {
+		d.internalError(w, r, err)
+		return nil, nil, false
+	}
+	changes, err := d.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{RunID: id})
+	if err != nil {
+		d.internalError(w, r, err)
+		return nil, nil, false
+	}
+	return run, changes, true
+}
+
+func (d *Dashboard) runData(run *ledger.Run, changes []*ledger.Change) (runData, error) {
+	v := d.viewer()
+	data := runData{Run: v.run(run, changes), Timeline: v.timeline(run, changes), CanDryRun: run.Status == ledger.RunOpen}
+	if n := len(data.Timeline) - maxTimeline; n > 0 {
+		data.Timeline, data.Earlier = data.Timeline[n:], n
+	}
+	for _, c := range changes {
+		data.Changes = append(data.Changes, v.change(c))
+		data.AnyApplied = data.AnyApplied || c.Status == ledger.Applied
+	}
+	if run.Report != nil {
+		var rep changeset.RunReport
+		if err := json.Unmarshal(run.Report, &rep); err != nil {
+			return data, err
+		}
+		rep.ConfirmationToken = "" // a stored report never holds one; be certain
+		data.Report = report(&rep, summaries(changes))
+	}
+	return data, nil
+}
+
+func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
+	run, changes, ok := d.loadRun(w, r)
+	if !ok {
+		return
+	}
+	d.renderRun(w, r, http.StatusOK, run, changes, "")
+}
+
+func (d *Dashboard) renderRun(w http.ResponseWriter, r *http.Request, code int, run *ledger.Run, changes []*ledger.Change, problem string) {
+	data, err := d.runData(run, changes)
+	if err != nil {
+		d.internalError(w, r, err)
+		return
+	}
+	d.render(w, r, code, "run", page{Title: "Run " + data.Run.Label, Nav: "runs", Problem: problem, Data: data})
+}
+
+// changesData is the data of the changes page.
+type changesData struct {
+	Status   string
+	Statuses []string
+	RunID    string
+	Changes  []changeView
+	More     int
+}
+
+func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
+	q, v := r.URL.Query(), d.viewer()
+	limit := limitOf(r, 100)
+	f := ledger.ChangeFilter{Limit: limit + 1}
+	data := changesData{Status: q.Get("status"), RunID: q.Get("run")}
+	for _, s := range ledger.Statuses {
+		data.Statuses = append(data.Statuses, string(s))
+	}
+	if data.Status != "" {
+		if !ledger.Status(data.Status).Valid() {
+			d.renderError(w, r, http.StatusBadRequest, "Unknown status",
+				"Filter by one of: "+strings.Join(data.Statuses, ", ")+".")
+			return
+		}
+		f.Statuses = []ledger.Status{ledger.Status(data.Status)}
+	}
+	if data.RunID != "" {
+		if !validID(data.RunID, "run_") {
+			d.notFound(w, r)
+			return
+		}
+		f.RunID = data.RunID
+	}
+	changes, err := d.guard.Ledger().ListChanges(r.Context(), f)
+	if err != nil {
+		d.internalError(w, r, err)
+		return
+	}
+	if len(changes) > limit {
+		changes, data.More = changes[:limit], limit*2
+	}
+	for _, c := range changes {
+		data.Changes = append(data.Changes, v.change(c))
+	}
+	d.render(w, r, http.StatusOK, "changes", page{Title: "Changes", Nav: "changes", Data: data})
+}
+
+// changeData is the data of the change page.
+type changeData struct {
+	Change   changeView
+	RunLabel string
+}
+
+func (d *Dashboard) changePage(w http.ResponseWriter, r *http.Request) {
+	d.renderChange(w, r, http.StatusOK, "")
+}
+
+func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code int, problem string) {
+	c, ok := d.loadChange(w, r)
+	if !ok {
+		return
+	}
+	data := changeData{Change: d.viewer().change(c)}
+	if c.RunID != "" {
+		if run, err := d.guard.Ledger().GetRun(r.Context(), c.RunID); err == nil {
+			data.RunLabel = visible(run.Label)
+		}
+	}
+	title := data.Change.Summary
+	if title == "" {
+		title = data.Change.Action
+	}
+	d.render(w, r, code, "change", page{Title: title, Nav: "changes", Problem: problem, Data: data})
+}
+
+// loadChange reads the change named in the path; it writes a 404 or 500
+// page and returns ok=false when it cannot.
+func (d *Dashboard) loadChange(w http.ResponseWriter, r *http.Request) (*ledger.Change, bool) {
+	id := r.PathValue("id")
+	if !validID(id, "chg_") {
+		d.notFound(w, r)
+		return nil, false
+	}
+	c, err := d.guard.Ledger().Get(r.Context(), id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		d.notFound(w, r)
+		return nil, false
+	}
+	if err != nil {
+		d.internalError(w, r, err)
+		return nil, false
+	}
+	return c, true
+}
+
+func (d *Dashboard) viewer() viewer { return viewer{now: d.opts.Now()} }
+
+// validID reports whether id is prefix followed by 20 lowercase hex
+// characters, the form of every change and run ID.
+func validID(id, prefix string) bool {
+	hex, ok := strings.CutPrefix(id, prefix)
+	if !ok || len(hex) != 20 {
+		return false
+	}
+	for _, c := range hex {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// contextWithSession returns r's context carrying s.
+func contextWithSession(r *http.Request, s *session) context.Context {
+	return context.WithValue(r.Context(), sessionCtxKey{}, s)
+}

@@ -1,0 +1,175 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/dashboard"
+)
+
+func TestRunsPage_ListsRunsNewestFirstWithCounts(t *testing.T) {
+	f := newFixture(t)
+	s := f.build()
+	res := f.login().get("/")
+	if res.Code != http.StatusOK {
+		t.Fatalf("GET / = %d", res.Code)
+	}
+	second, first := strings.Index(res.Body, "Second task"), strings.Index(res.Body, "Tidy up settings")
+	if second < 0 || first < 0 || second > first {
+		t.Errorf("runs not listed newest first (Second task at %d, Tidy up settings at %d)", second, first)
+	}
+	mustContain(t, "runs page", res.Body,
+		`href="/runs/`+s.run+`"`, "set_value <b>4</b>", "delete_value <b>1</b>", "log_line <b>1</b>",
+		`<span class="badge st-open">open</span>`, `title="2026-11-30 09:01:00 UTC"`, "min ago")
+}
+
+func TestRunPage_ShowsGlanceTimelineAndDiffs_FirstFormIsDryRun(t *testing.T) {
+	f := newFixture(t)
+	s := f.build()
+	res := f.login().get("/runs/" + s.run)
+	if res.Code != http.StatusOK {
+		t.Fatalf("GET run = %d", res.Code)
+	}
+	if got := firstForm(res.Body); got != "/runs/"+s.run+"/dry-run" {
+		t.Errorf("first form posts to %q, want the dry run", got)
+	}
+	mustContain(t, "run page", res.Body,
+		"Tidy up settings", "Review undo", "At a glance", `<span class="num">6</span>`,
+		"Timeline", "Run started", "Applied: Set theme to &#34;dark&#34;",
+		// the diff, side by side
+		`<div class="field" role="rowheader">theme</div>`, `<span class="val">light</span>`, `<span class="val">dark</span>`,
+		`<span class="absent">not set</span>`,
+		// newest first: the log line before the theme
+		"State before and after", `<span class="who agent"`)
+	if strings.Index(res.Body, "Log tidied") > strings.Index(res.Body, "Set theme to") {
+		t.Error("the run's changes are not newest first")
+	}
+	if strings.Contains(res.Body, "Undo report") {
+		t.Error("an open run shows an undo report")
+	}
+}
+
+func TestChangesPage_FiltersByStatus(t *testing.T) {
+	f := newFixture(t)
+	s := f.build()
+	c := f.login()
+	all := c.get("/changes")
+	mustContain(t, "all changes", all.Body, s.single, s.pending, s.failed, s.changes[0])
+	applied := c.get("/changes?status=applied")
+	mustContain(t, "applied changes", applied.Body, s.single, s.changes[0], `aria-current="true">applied</a>`)
+	for _, id := range []string{s.pending, s.failed} {
+		if strings.Contains(applied.Body, id) {
+			t.Errorf("?status=applied lists %s", id)
+		}
+	}
+	pending := c.get("/changes?status=pending")
+	if !strings.Contains(pending.Body, s.pending) || strings.Contains(pending.Body, s.single) {
+		t.Error("?status=pending lists the wrong changes")
+	}
+	if res := c.get("/changes?status=bogus"); res.Code != http.StatusBadRequest {
+		t.Errorf("?status=bogus = %d, want 400", res.Code)
+	}
+	inRun := c.get("/changes?run=" + s.run)
+	if !strings.Contains(inRun.Body, s.changes[0]) || strings.Contains(inRun.Body, s.single) {
+		t.Error("?run= lists the wrong changes")
+	}
+}
+
+func TestChangePage_ShowsEverythingButDigests(t *testing.T) {
+	f := newFixture(t)
+	s := f.build()
+	c := f.login()
+	res := c.get("/changes/" + s.changes[0])
+	if res.Code != http.StatusOK {
+		t.Fatalf("GET change = %d", res.Code)
+	}
+	mustContain(t, "applied change", res.Body, "Set theme to &#34;dark&#34;", "Undo this change",
+		"Tidy up settings", "key:theme", "Payload", "&#34;key&#34;: &#34;theme&#34;", "Result",
+		"Before", "After", "Applied", `<span class="who agent"`, "Undo window closes")
+	if firstForm(res.Body) != "/changes/"+s.changes[0]+"/undo" {
+		t.Errorf("first form = %q, want the undo", firstForm(res.Body))
+	}
+
+	failed := c.get("/changes/" + s.failed)
+	mustContain(t, "failed change", failed.Body, "apply failed", "*errors.errorString",
+		"open /srv/private/values.db: permission denied")
+	if strings.Contains(failed.Body, "Undo this change") {
+		t.Error("a failed change offers an undo")
+	}
+	noUndo := c.get("/changes/" + s.changes[5])
+	mustContain(t, "change without inverse", noUndo.Body, "cannot be undone")
+	if strings.Contains(noUndo.Body, `action="/changes/`+s.changes[5]+`/undo"`) {
+		t.Error("a change without inverse offers an undo")
+	}
+	pending := c.get("/changes/" + s.pending)
+	mustContain(t, "pending change", pending.Body, "pending", "Preview expires")
+}
+
+func TestUnknownAndMalformedIDsAre404(t *testing.T) {
+	f := newFixture(t)
+	f.build()
+	c := f.login()
+	before := f.snapshot()
+	for _, p := range []string{
+		"/runs/run_00000000000000000000", "/runs/run_0000", "/runs/RUN_00000000000000000000", "/runs/chg_00000000000000000000",
+		"/runs/run_0000000000000000000g", "/runs/%00", "/changes/chg_00000000000000000000", "/changes/chg_ABCDEF00000000000000",
+		"/changes/run_00000000000000000000", "/changes/x", "/nope", "/runs/",
+	} {
+		if res := c.get(p); res.Code != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", p, res.Code)
+		}
+	}
+	for _, p := range []string{
+		"/runs/run_00000000000000000000/dry-run", "/runs/run_00000000000000000000/undo", "/runs/bogus/undo",
+		"/changes/chg_00000000000000000000/undo", "/changes/bogus/undo",
+	} {
+		if res := c.post(p, nil); res.Code != http.StatusNotFound {
+			t.Errorf("POST %s = %d, want 404", p, res.Code)
+		}
+	}
+	if f.snapshot() != before {
+		t.Error("a request for an unknown ID changed something")
+	}
+}
+
+func TestPages_MakeHiddenCharactersVisible(t *testing.T) {
+	f := newFixture(t)
+	run := f.startRun("evil\u202eexe.txt")
+	f.do(run, "set_value", "name", "a\u200bb\u2028c")
+	res := f.login().get("/runs/" + run)
+	mustContain(t, "run page", res.Body, "evil⟨U&#43;202E⟩exe.txt", "a⟨U&#43;200B⟩b⟨U&#43;2028⟩c")
+	if strings.ContainsAny(res.Body, "\u202e\u200b\u2028") {
+		t.Error("a page holds an invisible control or format character")
+	}
+}
+
+func TestWritesDisabled_BannerShownAndUndoRefusedWithNothingChanged(t *testing.T) {
+	t.Setenv("MCP_CHANGESET_WRITE_MODE", "guarded")
+	f := newFixture(t, func(o *changeset.Options, _ *dashboard.Options) { o.WriteMode = "" })
+	s := f.build()
+	c := f.login()
+	t.Setenv("MCP_CHANGESET_WRITE_MODE", "disabled")
+	before := f.snapshot()
+	run := c.get("/runs/" + s.run)
+	mustContain(t, "run page", run.Body, "Writes are disabled")
+	dry := c.post("/runs/"+s.run+"/dry-run", nil)
+	if dry.Code != http.StatusOK {
+		t.Fatalf("dry run with writes disabled = %d, want 200", dry.Code)
+	}
+	undo := c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	if undo.Code != http.StatusServiceUnavailable {
+		t.Fatalf("undo with writes disabled = %d, want 503", undo.Code)
+	}
+	mustContain(t, "refused undo", undo.Body, "Refused: writes are disabled on this server")
+	one := c.post("/changes/"+s.single+"/undo", nil)
+	if one.Code != http.StatusServiceUnavailable {
+		t.Fatalf("undo change with writes disabled = %d, want 503", one.Code)
+	}
+	mustContain(t, "refused change undo", one.Body, "writes are disabled")
+	if f.snapshot() != before {
+		t.Error("a refused undo changed something")
+	}
+}

@@ -1,0 +1,346 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// The view types below are all a template ever sees. They are built field
+// by field from ledger rows, so that the digests a row carries (token,
+// payload, scope and state hashes) cannot reach a page by accident.
+
+// stamp is a point in time as a page shows it: relative, with the absolute
+// time for a title attribute.
+type stamp struct {
+	Rel, Abs, ISO string
+}
+
+// actor is who did something: "agent", "person:ana", "operator:bob".
+type actor struct {
+	Kind, Name string
+}
+
+// value is one side of a diff: text, or absent (the field did not exist).
+type value struct {
+	Text   string
+	Absent bool
+	Code   bool // a JSON value other than a string, shown as code
+}
+
+type diffRow struct {
+	Field         string
+	Before, After value
+}
+
+type runView struct {
+	ID, Label, Status  string
+	Created, Updated   *stamp // Updated: the run's or its newest change's last update
+	UndoneBy           *actor
+	Total              int
+	ByAction, ByStatus []count
+}
+
+type count struct {
+	Name string
+	N    int
+}
+
+type changeView struct {
+	ID, Action, Status, Summary, Resource, RunID string
+	Warnings                                     []string
+	Diff                                         []diffRow
+	Payload, Result, Before, After               string
+	HasBefore, HasAfter                          bool
+	ErrorType, Error, Note                       string
+	Undoable, Transactional                      bool
+	CanUndo                                      bool
+	UndoNote                                     string // why it cannot be undone here
+	AppliedBy, UndoneBy                          *actor
+	Created, Updated, Expires                    *stamp
+	Applied, UndoExpires, Undone                 *stamp
+}
+
+// event is one line of a run's timeline.
+type event struct {
+	At       time.Time
+	When     *stamp
+	Kind     string // for the dot's colour: started, previewed, applied, failed, undone, expired
+	Text     string
+	ChangeID string
+	By       *actor
+}
+
+// reportView is a run's undo report (a dry run's plan or the stored report).
+type reportView struct {
+	DryRun                        bool
+	Status                        string
+	Undo, NoNetChange             []stepView
+	Skipped, Irreversible, Failed []noteView
+	UndoneBy                      *actor
+	Fingerprint                   string
+	Nothing                       bool
+}
+
+// stepView is a change in a report; noteView one with a reason.
+type stepView struct {
+	ChangeID, Action, Summary, Resource string
+}
+
+type noteView struct {
+	ChangeID, Action, Summary, Reason string
+}
+
+// viewer renders times relative to the dashboard's clock.
+type viewer struct{ now time.Time }
+
+func (v viewer) stamp(t time.Time) *stamp {
+	if t.IsZero() {
+		return nil
+	}
+	return &stamp{Rel: relative(v.now, t), Abs: t.UTC().Format("2006-01-02 15:04:05 UTC"), ISO: t.UTC().Format(time.RFC3339)}
+}
+
+// relative says how long ago (or how soon) t is, in words.
+func relative(now, t time.Time) string {
+	d := now.Sub(t)
+	suffix := " ago"
+	if d < 0 {
+		d, suffix = -d, ""
+	}
+	var s string
+	switch {
+	case d < 45*time.Second:
+		if suffix == "" {
+			return "in a few seconds"
+		}
+		return "just now"
+	case d < 90*time.Second:
+		s = "1 min"
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", int(d.Round(time.Minute)/time.Minute))
+	case d < 36*time.Hour:
+		s = fmt.Sprintf("%d h", int(d.Round(time.Hour)/time.Hour))
+	case d < 45*24*time.Hour:
+		s = fmt.Sprintf("%d days", int(d.Round(24*time.Hour)/(24*time.Hour)))
+	default:
+		return t.UTC().Format("2 Jan 2006")
+	}
+	if suffix == "" {
+		return "in " + s
+	}
+	return s + suffix
+}
+
+func parseActor(s string) *actor {
+	if s == "" {
+		return nil
+	}
+	if kind, name, ok := strings.Cut(s, ":"); ok {
+		return &actor{Kind: kind, Name: visible(name)}
+	}
+	return &actor{Kind: visible(s)}
+}
+
+func (v viewer) run(r *ledger.Run, changes []*ledger.Change) runView {
+	updated := r.UpdatedAt
+	byAction, byStatus := map[string]int{}, map[string]int{}
+	for _, c := range changes {
+		if c.UpdatedAt.After(updated) {
+			updated = c.UpdatedAt
+		}
+		byAction[visible(c.Action)]++
+		byStatus[string(c.Status)]++
+	}
+	rv := runView{ID: r.ID, Label: visible(r.Label), Status: string(r.Status),
+		Created: v.stamp(r.CreatedAt), Updated: v.stamp(updated), UndoneBy: parseActor(r.UndoneBy), Total: len(changes)}
+	rv.ByAction = counts(byAction)
+	rv.ByStatus = counts(byStatus)
+	return rv
+}
+
+// counts sorts a tally by count, largest first, then by name.
+func counts(m map[string]int) []count {
+	out := []count{}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, count{k, m[k]})
+	}
+	slices.SortStableFunc(out, func(a, b count) int { return b.N - a.N })
+	return out
+}
+
+func (v viewer) change(c *ledger.Change) changeView {
+	cv := changeView{
+		ID: c.ID, Action: visible(c.Action), Status: string(c.Status), Summary: visible(c.Summary),
+		Resource: visible(c.Resource), RunID: c.RunID, Diff: diffRows(ledger.MaskRedacted(c.Diff)),
+		Payload: pretty(ledger.MaskRedacted(c.Payload)), Result: pretty(c.Result), Before: pretty(c.Before), After: pretty(c.After),
+		HasBefore: len(c.Before) > 0, HasAfter: len(c.After) > 0,
+		ErrorType: visible(c.ErrorType), Error: visible(c.Error), Note: visible(c.Note),
+		Undoable: c.Undoable, Transactional: c.Transactional,
+		AppliedBy: parseActor(c.AppliedBy), UndoneBy: parseActor(c.UndoneBy),
+		Created: v.stamp(c.CreatedAt), Updated: v.stamp(c.UpdatedAt), Expires: v.stamp(c.ExpiresAt),
+		Applied: v.stamp(c.AppliedAt), UndoExpires: v.stamp(c.UndoExpiresAt), Undone: v.stamp(c.UndoneAt),
+	}
+	for _, w := range c.Warnings {
+		cv.Warnings = append(cv.Warnings, visible(w))
+	}
+	switch {
+	case c.Status != ledger.Applied:
+	case !c.Undoable:
+		cv.UndoNote = "This operation has no inverse: it cannot be undone."
+	case !c.UndoExpiresAt.IsZero() && !v.now.Before(c.UndoExpiresAt):
+		cv.UndoNote = "Its undo window closed " + relative(v.now, c.UndoExpiresAt) + "."
+	default:
+		cv.CanUndo = true
+	}
+	return cv
+}
+
+// timeline tells a run's story, oldest first.
+func (v viewer) timeline(r *ledger.Run, changes []*ledger.Change) []event {
+	evs := []event{{At: r.CreatedAt, Kind: "started", Text: "Run started"}}
+	for _, c := range changes {
+		what := visible(c.Summary)
+		if what == "" {
+			what = visible(c.Action)
+		}
+		evs = append(evs, event{At: c.CreatedAt, Kind: "previewed", Text: "Previewed: " + what, ChangeID: c.ID})
+		if !c.AppliedAt.IsZero() {
+			evs = append(evs, event{At: c.AppliedAt, Kind: "applied", Text: "Applied: " + what, ChangeID: c.ID, By: parseActor(c.AppliedBy)})
+		}
+		switch c.Status {
+		case ledger.ApplyFailed, ledger.UndoFailed:
+			evs = append(evs, event{At: c.UpdatedAt, Kind: "failed", Text: strings.ReplaceAll(string(c.Status), "_", " ") + ": " + what, ChangeID: c.ID})
+		case ledger.Expired:
+			evs = append(evs, event{At: c.UpdatedAt, Kind: "expired", Text: "Expired without being applied: " + what, ChangeID: c.ID})
+		}
+		if !c.UndoneAt.IsZero() {
+			evs = append(evs, event{At: c.UndoneAt, Kind: "undone", Text: "Undone: " + what, ChangeID: c.ID, By: parseActor(c.UndoneBy)})
+		}
+	}
+	if r.Status == ledger.RunUndone || r.Status == ledger.RunPartiallyUndone {
+		evs = append(evs, event{At: r.UpdatedAt, Kind: "undone", Text: "Run " + strings.ReplaceAll(string(r.Status), "_", " "), By: parseActor(r.UndoneBy)})
+	}
+	slices.SortStableFunc(evs, func(a, b event) int { return a.At.Compare(b.At) })
+	for i := range evs {
+		evs[i].When = v.stamp(evs[i].At)
+	}
+	return evs
+}
+
+// report builds the view of a run report; summaries names the run's changes
+// by ID, because a report's notes carry only the action.
+func report(rep *changeset.RunReport, summaries map[string]string) *reportView {
+	if rep == nil {
+		return nil
+	}
+	steps := func(in []changeset.RunStep) []stepView {
+		out := []stepView{}
+		for _, s := range in {
+			out = append(out, stepView{s.ChangeID, visible(s.Action), visible(s.Summary), visible(s.Resource)})
+		}
+		return out
+	}
+	notes := func(in []changeset.RunNote) []noteView {
+		out := []noteView{}
+		for _, n := range in {
+			out = append(out, noteView{n.ChangeID, visible(n.Action), summaries[n.ChangeID], visible(n.Reason)})
+		}
+		return out
+	}
+	rv := &reportView{DryRun: rep.DryRun, Status: rep.Status, NoNetChange: steps(rep.NoNetChange),
+		Skipped: notes(rep.Skipped), Irreversible: notes(rep.Irreversible), Failed: notes(rep.Failed),
+		UndoneBy: parseActor(rep.UndoneBy)}
+	rv.Undo = steps(rep.Undone)
+	if rep.DryRun {
+		rv.Undo = steps(rep.WillUndo)
+	}
+	rv.Nothing = len(rv.Undo)+len(rv.NoNetChange)+len(rv.Skipped)+len(rv.Irreversible)+len(rv.Failed) == 0
+	return rv
+}
+
+// summaries maps each change's ID to its summary (or action), as shown.
+func summaries(changes []*ledger.Change) map[string]string {
+	m := make(map[string]string, len(changes))
+	for _, c := range changes {
+		m[c.ID] = visible(c.Summary)
+		if c.Summary == "" {
+			m[c.ID] = visible(c.Action)
+		}
+	}
+	return m
+}
+
+func diffRows(stored json.RawMessage) []diffRow {
+	var entries []struct {
+		Field         string
+		Before, After json.RawMessage
+	}
+	if json.Unmarshal(stored, &entries) != nil {
+		return nil
+	}
+	rows := make([]diffRow, 0, len(entries))
+	for _, e := range entries {
+		rows = append(rows, diffRow{Field: visible(e.Field), Before: jsonValue(e.Before), After: jsonValue(e.After)})
+	}
+	return rows
+}
+
+// jsonValue renders one diff value: a string as itself, null as absent,
+// anything else as indented JSON.
+func jsonValue(raw json.RawMessage) value {
+	if len(raw) == 0 || string(raw) == "null" {
+		return value{Absent: true}
+	}
+	var s string
+	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return value{Text: visible(s)}
+	}
+	return value{Text: pretty(raw), Code: true}
+}
+
+// pretty indents stored JSON for reading, or returns "" for none.
+func pretty(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return visible(string(raw))
+	}
+	return visible(b.String())
+}
+
+// visible makes invisible characters visible: control characters (except
+// newline and tab), format characters such as bidirectional overrides, and
+// line and paragraph separators become ⟨U+XXXX⟩, so that text from an agent
+// cannot disguise itself on a page. html/template escapes the rest.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, hidden) {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if hidden(r) {
+			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func hidden(r rune) bool {
+	if r == '\n' || r == '\t' {
+		return false
+	}
+	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)
+}
