@@ -16,12 +16,12 @@ import (
 // that the observed state is still the one the preview saw, and runs the
 // operation's Apply on the stored payload.
 func (g *Guard) Apply(ctx context.Context, changeID, confirmationToken string) (*ApplyResult, error) {
-	return g.apply(ctx, nil, changeID, confirmationToken, string(agentActor), false)
+	return g.apply(ctx, nil, changeID, confirmationToken, agentActor, false)
 }
 
 // Undo undoes an applied change with its undo token, as undo_change does.
 func (g *Guard) Undo(ctx context.Context, changeID, undoToken string) (*UndoResult, error) {
-	return g.undo(ctx, nil, changeID, undoToken, string(agentActor), false)
+	return g.undo(ctx, nil, changeID, undoToken, agentActor, false)
 }
 
 // UndoAs undoes an applied change on behalf of a person acting through
@@ -45,24 +45,14 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 	if err != nil {
 		return nil, err
 	}
-	if o := g.txOpOf(ctx, id); o != nil {
-		return g.applyTx(ctx, o, id, token, scope, by, trusted)
-	}
-	c, err := g.claim(ctx, applyClaim, id, token, scope, by, trusted)
+	var res *ApplyResult
+	err = g.change(ctx, applyClaim, id, token, scope, by, trusted, func(c *ledger.Change, r runner) error {
+		var err error
+		res, err = g.performApply(ctx, c, r)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	o, ok := g.lookup(c.Action)
-	if !ok || o.apply == nil {
-		return nil, g.fail(ctx, c, by, errOperationGone(c))
-	}
-	res, err := g.performApply(ctx, c, g.external(ctx, o))
-	if err != nil {
-		return nil, g.fail(ctx, c, by, err)
-	}
-	if err := g.finish(ctx, c, ledger.Applying, by); err != nil {
-		return nil, &ChangeError{ChangeID: id, Err: err, Msg: fmt.Sprintf(
-			"change %s was applied, but the ledger could not record it (%s); it stays 'applying' for an operator to reconcile, and no undo token was issued", id, agentText(err))}
 	}
 	return res, nil
 }
@@ -81,25 +71,76 @@ func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, tru
 	if !g.WritesEnabled() {
 		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
-	if o := g.txOpOf(ctx, id); o != nil {
-		return g.undoTx(ctx, o, id, token, scope, by, trusted)
-	}
-	c, err := g.claim(ctx, undoClaim, id, token, scope, by, trusted)
+	err := g.change(ctx, undoClaim, id, token, scope, by, trusted, func(c *ledger.Change, r runner) error {
+		return g.performUndo(ctx, c, r)
+	})
 	if err != nil {
 		return nil, err
 	}
-	o, ok := g.lookup(c.Action)
-	if !ok || o.undo == nil {
-		return nil, g.fail(ctx, c, by, errOperationGone(c))
-	}
-	if err := g.performUndo(ctx, c, g.external(ctx, o)); err != nil {
-		return nil, g.fail(ctx, c, by, err)
-	}
-	if err := g.finish(ctx, c, ledger.Undoing, by); err != nil {
-		return nil, &ChangeError{ChangeID: id, Err: err, Msg: fmt.Sprintf(
-			"change %s was undone, but the ledger could not record it (%s); it stays 'undoing' for an operator to reconcile", id, agentText(err))}
-	}
 	return &UndoResult{Status: "undone", ChangeID: id}, nil
+}
+
+// change is the one place an apply or undo runs. Its claim transaction
+// reads the row under the write lock and runs every check of claimIn.
+// A TxOperation is then performed inside that same transaction, which
+// commits the write and its bookkeeping together (or rolls both back, and a
+// second transaction records the failure). For an ordinary operation the
+// transaction commits the claim alone, and perform runs after it: at most
+// once, with the outcome recorded by finish.
+func (g *Guard) change(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool,
+	perform func(c *ledger.Change, r runner) error) error {
+	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+		return err
+	}
+	var (
+		claimed             *ledger.Change
+		o                   *op
+		refusal, failure    error
+		performedInTheClaim bool
+	)
+	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
+		if err != nil || ref != nil {
+			refusal = ref
+			return err
+		}
+		o, _ = g.lookup(c.Action)
+		if o != nil && o.tx != nil {
+			performedInTheClaim = true
+			if err := perform(c, g.inTx(ctx, tx, o)); err != nil {
+				failure = err
+				return errRollback
+			}
+		}
+		claimed = c
+		return tx.UpdateChange(c, k.from)
+	})
+	switch {
+	case failure != nil:
+		return g.recordTxFailure(ctx, k, id, token, scope, by, trusted, failure)
+	case err != nil:
+		return claimConflict(id, err)
+	case refusal != nil:
+		return refusal
+	}
+	g.logTransition(claimed, k.from, by)
+	if performedInTheClaim {
+		return nil
+	}
+	if o == nil {
+		return g.fail(ctx, claimed, by, errOperationGone(claimed))
+	}
+	if err := perform(claimed, g.external(ctx, o)); err != nil {
+		return g.fail(ctx, claimed, by, err)
+	}
+	if err := g.finish(ctx, claimed, k.to, by); err != nil {
+		msg := fmt.Sprintf("change %s was %s, but the ledger could not record it (%s); it stays '%s' for an operator to reconcile", id, k.verb, agentText(err), k.to)
+		if k.from == ledger.Pending {
+			msg += ", and no undo token was issued"
+		}
+		return &ChangeError{ChangeID: id, Err: err, Msg: msg}
+	}
+	return nil
 }
 
 // runner calls an operation's functions: directly for an Operation, or
@@ -113,7 +154,10 @@ type runner struct {
 
 // external is the runner of an Operation.
 func (g *Guard) external(ctx context.Context, o *op) runner {
-	r := runner{apply: func(p json.RawMessage) (any, error) { return o.apply(ctx, p) }}
+	var r runner
+	if o.apply != nil {
+		r.apply = func(p json.RawMessage) (any, error) { return o.apply(ctx, p) }
+	}
 	if o.observe != nil {
 		r.observe = func(p json.RawMessage) (json.RawMessage, error) { return g.observe(ctx, o, p) }
 	}
@@ -129,6 +173,9 @@ func (g *Guard) external(ctx context.Context, o *op) runner {
 // digest) and the result for the agent holds the token. On failure nothing
 // in c is final; the caller records the failure.
 func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*ApplyResult, error) {
+	if r.apply == nil {
+		return nil, errOperationGone(c)
+	}
 	if r.observe != nil {
 		before, err := r.observe(c.Payload)
 		if err != nil {
@@ -180,6 +227,9 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 // performUndo runs the undo of a claimed change after checking that its
 // resource still looks the way the apply left it. On success c is undone.
 func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) error {
+	if r.undo == nil {
+		return errOperationGone(c)
+	}
 	if r.observe != nil {
 		current, err := r.observe(c.Payload)
 		if err != nil {

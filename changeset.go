@@ -125,10 +125,8 @@ func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (string, 
 	return scopeHash(s), nil
 }
 
-// actor names who performs a step, for the ledger.
-type actor string
-
-const agentActor actor = "agent"
+// agentActor is how the ledger names the agent as the one who took a step.
+const agentActor = "agent"
 
 // Person names a person acting through trusted code (a dashboard, a
 // support tool), as recorded in the ledger: "person:<name>".

@@ -113,7 +113,7 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, token, string(agentActor), false)
+	return g.undoRun(ctx, r, dryRun, token, agentActor, false)
 }
 
 func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool) (*RunReport, error) {
