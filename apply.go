@@ -264,8 +264,14 @@ func markFailed(c *ledger.Change, cause error) {
 	} else {
 		c.Status = ledger.ApplyFailed
 	}
-	c.ErrorType, c.Error = typeName(cause), cause.Error()
+	c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
 	c.UndoHash = ""
+}
+
+// storableText makes error text storable in every ledger backend: valid
+// UTF-8 without NUL bytes (PostgreSQL refuses both in text columns).
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // failureText is the error the agent sees for a failed change.

@@ -45,8 +45,10 @@ type ScopeFunc func(ctx context.Context, req *mcp.CallToolRequest) (string, erro
 // Options configure a Guard. The zero value of every field selects its
 // default; New refuses values out of range.
 type Options struct {
-	// LedgerPath is the ledger to open (a SQLite file path, created if
-	// missing). Ignored when Ledger is set.
+	// LedgerPath is the ledger to open, created if missing: a SQLite file
+	// path, or a postgres:// URL when the program imports
+	// github.com/mcp-changeset/changeset-go/ledger/postgres. Ignored when
+	// Ledger is set.
 	LedgerPath string
 	// Ledger is an already open ledger (for example PostgreSQL). The Guard
 	// does not close a ledger it did not open.

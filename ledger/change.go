@@ -168,5 +168,5 @@ func cloneBytes(b json.RawMessage) json.RawMessage {
 	if b == nil {
 		return nil
 	}
-	return append(json.RawMessage(nil), b...)
+	return append(json.RawMessage{}, b...)
 }

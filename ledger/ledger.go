@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Ledger is an open ledger: a Backend plus the state machine that every
@@ -213,6 +215,9 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, error) {
 	if note == "" {
 		return nil, fmt.Errorf("reconcile %s: a note saying what you checked is required", id)
+	}
+	if !utf8.ValidString(note) || strings.ContainsRune(note, 0) {
+		return nil, fmt.Errorf("reconcile %s: the note must be valid UTF-8 without NUL bytes", id)
 	}
 	var out *Change
 	err := l.WithTx(ctx, func(tx *Tx) error {

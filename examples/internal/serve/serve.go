@@ -20,6 +20,7 @@ import (
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/dashboard"
+	_ "github.com/mcp-changeset/changeset-go/ledger/postgres" // --ledger postgres://…
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -89,8 +90,11 @@ func DefaultLedger(name string) string {
 }
 
 // EnsureDir creates the directory of a ledger file, so that the default
-// location works on a fresh machine.
+// location works on a fresh machine. A database URL needs nothing.
 func EnsureDir(ledgerPath string) error {
+	if strings.Contains(ledgerPath, "://") {
+		return nil
+	}
 	return os.MkdirAll(filepath.Dir(ledgerPath), 0o700)
 }
 

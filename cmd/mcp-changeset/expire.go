@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// ExpireCommand moves every pending change whose confirmation token has
+// expired to expired. A pending row otherwise stays pending until someone
+// tries to apply it, and prune never deletes pending rows. Without --yes it
+// only prints what it would expire.
+type ExpireCommand struct {
+	main *Main
+
+	ledger string
+	yes    bool
+}
+
+// Run parses args and expires stale previews.
+func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("expire", &c.ledger)
+	fs.BoolVar(&c.yes, "yes", false, "expire (without it, only print what would be expired)")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(rest); err != nil {
+		return err
+	}
+	target, err := c.main.ledgerTarget(c.ledger)
+	if err != nil {
+		return err
+	}
+	l, err := openLedger(ctx, target, c.yes)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	out := c.main.Stdout
+	if c.yes {
+		ids, err := l.ExpireStale(ctx)
+		if err != nil && len(ids) > 0 {
+			return fmt.Errorf("expired %s, then stopped: %w", plural(len(ids), "change"), err)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "expired %s\n", plural(len(ids), "change"))
+		for _, id := range ids {
+			fmt.Fprintln(out, "  "+clean(id))
+		}
+		return nil
+	}
+	ids, err := l.StaleChanges(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "would expire %s whose confirmation token has expired\n", plural(len(ids), "pending change"))
+	if len(ids) > 0 {
+		fmt.Fprintln(out)
+		now := c.main.Now()
+		t := newTable(out, "ID", "ACTION", "EXPIRED", "SUMMARY")
+		for _, id := range ids {
+			ch, err := l.Get(ctx, id)
+			if err != nil {
+				continue // gone meanwhile
+			}
+			t.row(clean(ch.ID), clean(ch.Action), when(ch.ExpiresAt, now), clean(truncate(ch.Summary, 50)))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "\ndry run: nothing was changed; run again with --yes to expire")
+	return errDryRun
+}
+
+// Usage returns the help text of expire.
+func (c *ExpireCommand) Usage() string {
+	return `Usage: mcp-changeset expire [--yes]
+
+Mark every pending change whose confirmation token has expired as expired.
+A stale preview otherwise stays pending until someone tries to apply it,
+and prune never deletes pending changes. A pending change that has not
+expired is left alone.
+
+Without --yes, prints the changes it would expire, changes nothing and
+exits with status 2, even when there is nothing to expire (the ledger is
+opened read-only).
+
+Options:
+
+	--yes          expire them
+	--ledger L     the ledger (default $` + LedgerEnv + `)
+
+Examples:
+
+	mcp-changeset expire
+	mcp-changeset expire --yes && mcp-changeset prune --older-than-days 30 --yes
+`
+}

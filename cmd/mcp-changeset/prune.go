@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// pruneBatchSize is how many changes one transaction of prune deletes. A
+// batch holds the ledger's write lock for a few milliseconds, so a live
+// server's claims wait at most that long.
+const pruneBatchSize = 100
+
+// maxOlderThanDays bounds --older-than-days so that the cutoff stays a
+// representable time.
+const maxOlderThanDays = 100 * 365
+
+// PruneCommand deletes finished changes last updated before a cutoff, and
+// runs left without changes. It never deletes a pending, applying or
+// undoing change, nor an applied change that can still be undone. Without
+// --yes it only prints what it would delete.
+type PruneCommand struct {
+	main *Main
+
+	ledger         string
+	olderThanDays  int
+	keep           int
+	includeApplied bool
+	yes            bool
+}
+
+// Run parses args and prunes the ledger.
+func (c *PruneCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("prune", &c.ledger)
+	fs.IntVar(&c.olderThanDays, "older-than-days", -1, "delete rows last updated more than N days ago (required)")
+	fs.IntVar(&c.keep, "keep", 0, "keep the newest N finished changes whatever their age")
+	fs.BoolVar(&c.includeApplied, "include-applied", false, "also delete applied changes that can no longer be undone")
+	fs.BoolVar(&c.yes, "yes", false, "delete (without it, only print what would be deleted)")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(rest); err != nil {
+		return err
+	}
+	switch {
+	case c.olderThanDays == -1:
+		return usagef("--older-than-days is required (0 prunes every eligible row, whatever its age)")
+	case c.olderThanDays < 0 || c.olderThanDays > maxOlderThanDays:
+		return usagef("--older-than-days must be between 0 and %d, not %d", maxOlderThanDays, c.olderThanDays)
+	case c.keep < 0:
+		return usagef("--keep must not be negative, not %d", c.keep)
+	}
+	target, err := c.main.ledgerTarget(c.ledger)
+	if err != nil {
+		return err
+	}
+	l, err := openLedger(ctx, target, c.yes)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+
+	opts := ledger.PruneOptions{
+		OlderThan:      time.Duration(c.olderThanDays) * 24 * time.Hour,
+		Keep:           c.keep,
+		IncludeApplied: c.includeApplied,
+		DryRun:         !c.yes,
+		BatchSize:      pruneBatchSize,
+	}
+	cutoff := l.Now().Add(-opts.OlderThan)
+	if !c.yes {
+		return c.dryRun(ctx, l, opts, cutoff)
+	}
+	progress := isTerminal(c.main.Stderr)
+	if progress {
+		opts.Progress = func(deleted, total int) {
+			fmt.Fprintf(c.main.Stderr, "\rdeleting changes: %d of %d", deleted, total)
+		}
+	}
+	res, err := l.Prune(ctx, opts)
+	if progress && len(res.Changes) > 0 {
+		fmt.Fprintln(c.main.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.main.Stdout, "deleted %s and %s last updated before %s\n",
+		plural(len(res.Changes), "change"), plural(len(res.Runs), "run"), localTime(cutoff))
+	return nil
+}
+
+// dryRun prints every change and run that prune would delete, and returns
+// errDryRun.
+func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger.PruneOptions, cutoff time.Time) error {
+	res, err := l.Prune(ctx, opts)
+	if err != nil {
+		return err
+	}
+	out := c.main.Stdout
+	fmt.Fprintf(out, "would delete %s and %s last updated before %s\n",
+		plural(len(res.Changes), "change"), plural(len(res.Runs), "run"), localTime(cutoff))
+	now := c.main.Now()
+	if len(res.Changes) > 0 {
+		byID := map[string]*ledger.Change{}
+		all, err := l.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ch := range all {
+			byID[ch.ID] = ch
+		}
+		fmt.Fprintln(out)
+		t := newTable(out, "ID", "STATUS", "ACTION", "UPDATED", "SUMMARY")
+		for _, id := range res.Changes {
+			if ch := byID[id]; ch != nil {
+				t.row(clean(ch.ID), string(ch.Status), clean(ch.Action), when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 50)))
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if len(res.Runs) > 0 {
+		fmt.Fprintln(out)
+		t := newTable(out, "RUN", "STATUS", "UPDATED", "LABEL")
+		for _, id := range res.Runs {
+			if r, err := l.GetRun(ctx, id); err == nil {
+				t.row(clean(r.ID), string(r.Status), when(r.UpdatedAt, now), orDash(clean(truncate(r.Label, 50))))
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "\ndry run: nothing was deleted; run again with --yes to delete")
+	return errDryRun
+}
+
+// plural formats a count of things: "1 change", "3 changes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// Usage returns the help text of prune.
+func (c *PruneCommand) Usage() string {
+	return `Usage: mcp-changeset prune --older-than-days N [--keep N] [--include-applied] [--yes]
+
+Delete finished changes (expired, apply_failed, undone, undo_failed) last
+updated strictly before now minus N days, and runs left with no changes.
+It never deletes a pending, applying or undoing change: run expire first to
+let stale previews go, and reconcile rows left in flight. Deletion runs in
+batches of ` + fmt.Sprint(pruneBatchSize) + ` changes, each its own short transaction, so a live
+server's claims are never blocked for long; on a terminal a progress line
+is written to stderr.
+
+Without --yes, prints every change and run it would delete, deletes nothing
+and exits with status 2, even when there is nothing to delete (the ledger is
+opened read-only).
+
+Options:
+
+	--older-than-days N   delete rows last updated more than N days ago
+	                      (required; 0 means any age)
+	--keep N              keep the newest N deletable changes whatever their
+	                      age (count-based retention)
+	--include-applied     also delete applied changes that can no longer be
+	                      undone (no undo, or the undo window closed)
+	--yes                 delete
+	--ledger L            the ledger (default $` + LedgerEnv + `)
+
+Examples:
+
+	# What would go after 30 days:
+	mcp-changeset prune --older-than-days 30
+
+	# Keep the last 1000 finished changes, delete the rest after 90 days:
+	mcp-changeset expire --yes
+	mcp-changeset prune --older-than-days 90 --keep 1000 --include-applied --yes
+`
+}

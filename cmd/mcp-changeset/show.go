@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// ShowCommand prints one change: its diff, payload, result, snapshots,
+// error text and history. It opens the ledger read-only and prints no
+// digest.
+type ShowCommand struct {
+	main *Main
+
+	ledger string
+	json   bool
+}
+
+// Run parses args and prints the change they name.
+func (c *ShowCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("show", &c.ledger)
+	fs.BoolVar(&c.json, "json", false, "print one JSON document")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usagef("show takes exactly one change ID, got %d arguments", len(rest))
+	}
+	id := rest[0]
+	target, err := c.main.ledgerTarget(c.ledger)
+	if err != nil {
+		return err
+	}
+	l, err := openLedger(ctx, target, false)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	ch, err := getChange(ctx, l, id)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return writeJSON(c.main.Stdout, struct {
+			Change changeDetail `json:"change"`
+		}{viewChangeDetail(ch)})
+	}
+	return c.print(c.main.Stdout, ch)
+}
+
+// getChange reads change id, with an operator's message when it is
+// unknown.
+func getChange(ctx context.Context, l *ledger.Ledger, id string) (*ledger.Change, error) {
+	ch, err := l.Get(ctx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, fmt.Errorf("change %s not found in %s (check the ID with: mcp-changeset list)", clean(id), l.Location())
+	}
+	return ch, err
+}
+
+// print writes the human form of ch.
+func (c *ShowCommand) print(w io.Writer, ch *ledger.Change) error {
+	now := c.main.Now()
+	yesNo := map[bool]string{true: "yes", false: "no"}
+	undoUntil := when(ch.UndoExpiresAt, now)
+	if ch.Undoable && ch.UndoExpiresAt.IsZero() && !ch.AppliedAt.IsZero() {
+		undoUntil = "no expiry"
+	}
+	// byWhom says when a step happened and who took it, or who claimed it
+	// when it never completed (a failed apply or undo).
+	byWhom := func(at time.Time, by string) string {
+		switch {
+		case by == "":
+			return when(at, now)
+		case at.IsZero():
+			return "- (claimed by " + clean(by) + ", not completed)"
+		}
+		return when(at, now) + " by " + clean(by)
+	}
+	t := newTable(w, "change", clean(ch.ID))
+	t.row("action", clean(ch.Action))
+	t.row("status", clean(string(ch.Status)))
+	t.row("summary", orDash(clean(ch.Summary)))
+	t.row("resource", orDash(clean(ch.Resource)))
+	t.row("run", orDash(clean(ch.RunID)))
+	t.row("undoable", yesNo[ch.Undoable])
+	t.row("transactional", yesNo[ch.Transactional])
+	t.row("created", when(ch.CreatedAt, now))
+	t.row("updated", when(ch.UpdatedAt, now))
+	t.row("confirm by", when(ch.ExpiresAt, now))
+	t.row("applied", byWhom(ch.AppliedAt, ch.AppliedBy))
+	t.row("undo until", undoUntil)
+	t.row("undone", byWhom(ch.UndoneAt, ch.UndoneBy))
+	t.row("error type", orDash(clean(ch.ErrorType)))
+	if len(ch.RedactFields) > 0 {
+		redacted := "marked: " + clean(strings.Join(ch.RedactFields, ", ")) + " (hidden once the change ends)"
+		if !ch.RedactedAt.IsZero() {
+			redacted = clean(strings.Join(ch.RedactFields, ", ")) + ": " + ledger.RedactedMark + " since " + when(ch.RedactedAt, now)
+		}
+		t.row("redacted", redacted)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	var sb strings.Builder
+	if len(ch.Warnings) > 0 {
+		sb.WriteString("\nwarnings:\n")
+		for _, wr := range ch.Warnings {
+			sb.WriteString("  - " + clean(wr) + "\n")
+		}
+	}
+	sb.WriteString("\ndiff:\n")
+	sb.WriteString(diffText(ledger.MaskRedacted(ch.Diff)))
+	for _, v := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"payload", ledger.MaskRedacted(ch.Payload)}, {"result", ch.Result}, {"before", ch.Before}, {"after", ch.After}} {
+		sb.WriteString("\n" + v.name + ":\n" + indentJSON(v.raw, "  ") + "\n")
+	}
+	if ch.Error != "" {
+		sb.WriteString("\nerror:\n" + indentText(ch.Error) + "\n")
+	}
+	if ch.Note != "" {
+		sb.WriteString("\nnote:\n" + indentText(ch.Note) + "\n")
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// diffText renders a stored diff, one "field: before → after" line per
+// entry.
+func diffText(raw json.RawMessage) string {
+	var entries []struct {
+		Field  string          `json:"field"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	}
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return indentJSON(raw, "  ") + "\n"
+	}
+	if len(entries) == 0 {
+		return "  (no fields)\n"
+	}
+	var sb strings.Builder
+	for _, e := range entries {
+		fmt.Fprintf(&sb, "  %s: %s → %s\n", clean(e.Field), clean(string(orNull(e.Before))), clean(string(orNull(e.After))))
+	}
+	return sb.String()
+}
+
+// indentText indents every line of free text by two spaces.
+func indentText(s string) string {
+	return "  " + strings.ReplaceAll(cleanBlock(strings.TrimRight(s, "\n")), "\n", "\n  ")
+}
+
+// Usage returns the help text of show.
+func (c *ShowCommand) Usage() string {
+	return `Usage: mcp-changeset show ID [--json]
+
+Show one change: its status and history (local times and ages, who applied
+and undid it), the diff, the stored payload, the apply's result, the
+before/after snapshots, the full error text and any operator note. The
+ledger stores these in clear and this command prints them; it never prints
+a token or a digest. The ledger is opened read-only.
+
+Options:
+
+	--json         print one JSON document instead of text
+	--ledger L     the ledger (default $` + LedgerEnv + `)
+
+Examples:
+
+	mcp-changeset show chg_3f9a1c0d2b7e4a6f8c11
+	mcp-changeset show chg_3f9a1c0d2b7e4a6f8c11 --json | jq .change.error
+`
+}

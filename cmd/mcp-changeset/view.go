@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// The views below are the only shapes in which the command prints rows.
+// They are built field by field from ledger rows and have no field for a
+// digest: ScopeHash, PayloadHash, StateHash, ConfirmHash and UndoHash of a
+// change, and ScopeHash, PlanHash and ConfirmHash of a run, are never
+// copied. Their JSON field names are part of the command's contract
+// (docs/cli.md); add fields, never rename them.
+
+// jsonTime is a time in JSON output: RFC 3339 in UTC, or null for the zero
+// time.
+type jsonTime time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t jsonTime) MarshalJSON() ([]byte, error) {
+	tt := time.Time(t)
+	if tt.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(tt.UTC().Format(time.RFC3339Nano))
+}
+
+// changeView is a change as list prints it.
+type changeView struct {
+	ChangeID      string   `json:"change_id"`
+	Action        string   `json:"action"`
+	Status        string   `json:"status"`
+	Summary       string   `json:"summary"`
+	Resource      string   `json:"resource"`
+	RunID         string   `json:"run_id"`
+	Undoable      bool     `json:"undoable"`
+	Transactional bool     `json:"transactional"`
+	AppliedBy     string   `json:"applied_by"`
+	UndoneBy      string   `json:"undone_by"`
+	ErrorType     string   `json:"error_type"`
+	CreatedAt     jsonTime `json:"created_at"`
+	UpdatedAt     jsonTime `json:"updated_at"`
+	ExpiresAt     jsonTime `json:"expires_at"`
+	AppliedAt     jsonTime `json:"applied_at"`
+	UndoExpiresAt jsonTime `json:"undo_expires_at"`
+	UndoneAt      jsonTime `json:"undone_at"`
+}
+
+// changeDetail is a change as show prints it: the list view plus the
+// stored values and texts an operator may read.
+type changeDetail struct {
+	changeView
+	Warnings []string        `json:"warnings"`
+	Diff     json.RawMessage `json:"diff"`
+	Payload  json.RawMessage `json:"payload"`
+	Result   json.RawMessage `json:"result"`
+	Before   json.RawMessage `json:"before"`
+	After    json.RawMessage `json:"after"`
+	Error    string          `json:"error"`
+	Note     string          `json:"note"`
+	// RedactFields are the payload fields the operation marked sensitive;
+	// once RedactedAt is set their stored values are keyed hashes, shown
+	// as "[redacted]".
+	RedactFields []string `json:"redact_fields"`
+	RedactedAt   jsonTime `json:"redacted_at"`
+}
+
+// runView is a run as runs prints it.
+type runView struct {
+	RunID           string         `json:"run_id"`
+	Label           string         `json:"label"`
+	Status          string         `json:"status"`
+	UndoneBy        string         `json:"undone_by"`
+	CreatedAt       jsonTime       `json:"created_at"`
+	UpdatedAt       jsonTime       `json:"updated_at"`
+	ChangeCount     int            `json:"change_count"`
+	ChangesByStatus map[string]int `json:"changes_by_status"`
+}
+
+func viewChange(c *ledger.Change) changeView {
+	return changeView{
+		ChangeID:      c.ID,
+		Action:        c.Action,
+		Status:        string(c.Status),
+		Summary:       c.Summary,
+		Resource:      c.Resource,
+		RunID:         c.RunID,
+		Undoable:      c.Undoable,
+		Transactional: c.Transactional,
+		AppliedBy:     c.AppliedBy,
+		UndoneBy:      c.UndoneBy,
+		ErrorType:     c.ErrorType,
+		CreatedAt:     jsonTime(c.CreatedAt),
+		UpdatedAt:     jsonTime(c.UpdatedAt),
+		ExpiresAt:     jsonTime(c.ExpiresAt),
+		AppliedAt:     jsonTime(c.AppliedAt),
+		UndoExpiresAt: jsonTime(c.UndoExpiresAt),
+		UndoneAt:      jsonTime(c.UndoneAt),
+	}
+}
+
+func viewChangeDetail(c *ledger.Change) changeDetail {
+	d := changeDetail{
+		changeView: viewChange(c),
+		Warnings:   append([]string{}, c.Warnings...),
+		Diff:       ledger.MaskRedacted(orNull(c.Diff)),
+		Payload:    ledger.MaskRedacted(orNull(c.Payload)),
+		Result:     orNull(c.Result),
+		Before:     orNull(c.Before),
+		After:      orNull(c.After),
+		Error:      c.Error,
+		Note:       c.Note,
+
+		RedactFields: append([]string{}, c.RedactFields...),
+		RedactedAt:   jsonTime(c.RedactedAt),
+	}
+	if len(c.Diff) == 0 {
+		d.Diff = json.RawMessage("[]")
+	}
+	return d
+}
+
+// viewRun builds the view of r from the changes that belong to it.
+func viewRun(r *ledger.Run, changes []*ledger.Change) runView {
+	v := runView{
+		RunID:           r.ID,
+		Label:           r.Label,
+		Status:          string(r.Status),
+		UndoneBy:        r.UndoneBy,
+		CreatedAt:       jsonTime(r.CreatedAt),
+		UpdatedAt:       jsonTime(r.UpdatedAt),
+		ChangeCount:     len(changes),
+		ChangesByStatus: map[string]int{},
+	}
+	for _, c := range changes {
+		v.ChangesByStatus[string(c.Status)]++
+	}
+	return v
+}
+
+// orNull returns raw, or the JSON null for a missing value.
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// statusCounts renders counts by status in the order a change passes
+// through them: "2 applied, 1 undone".
+func statusCounts(counts map[string]int) string {
+	order := map[string]int{}
+	for i, s := range ledger.Statuses {
+		order[string(s)] = i
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	rank := func(k string) int {
+		if i, ok := order[k]; ok {
+			return i
+		}
+		return len(order) // an unknown status, last
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if rank(keys[i]) != rank(keys[j]) {
+			return rank(keys[i]) < rank(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = strconv.Itoa(counts[k]) + " " + k
+	}
+	return strings.Join(parts, ", ")
+}

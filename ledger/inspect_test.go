@@ -1,0 +1,72 @@
+package ledger_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite"
+)
+
+func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
+	ctx := context.Background()
+	l, err := ledger.OpenContext(ctx, filepath.Join(t.TempDir(), "ledger.db"), ledger.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Now()
+	const digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	rows := []*ledger.Change{
+		// Sound rows.
+		{ID: "chg_pending", Status: ledger.Pending, ConfirmHash: digest},
+		{ID: "chg_applied", Status: ledger.Applied, Undoable: true, UndoHash: digest, AppliedAt: now, UndoExpiresAt: now.Add(time.Hour)},
+		{ID: "chg_closed", Status: ledger.Applied, Undoable: true, AppliedAt: now, UndoExpiresAt: now.Add(-time.Hour)},
+		{ID: "chg_undone", Status: ledger.Undone, Undoable: true, AppliedAt: now, UndoneAt: now},
+		// Broken rows.
+		{ID: "chg_spent", Status: ledger.Expired, ConfirmHash: digest},
+		{ID: "chg_tokenless", Status: ledger.Pending},
+		{ID: "chg_stuck", Status: ledger.Applied, Undoable: true, AppliedAt: now},
+		{ID: "chg_noundo", Status: ledger.Applied, UndoHash: digest, AppliedAt: now},
+		{ID: "chg_when", Status: ledger.UndoFailed},
+	}
+	err = l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for _, c := range rows {
+			c.Action, c.CreatedAt, c.UpdatedAt, c.ExpiresAt = "set", now, now, now
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+		}
+		return tx.InsertRun(&ledger.Run{ID: "run_done", Status: ledger.RunUndone, ConfirmHash: digest, CreatedAt: now, UpdatedAt: now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := l.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(problems, "\n")
+	for _, want := range []string{
+		"change chg_spent: expired but still holds a confirmation digest",
+		"change chg_tokenless: pending without a confirmation digest",
+		"change chg_stuck: applied and undoable within its undo window, but holds no undo digest",
+		"change chg_noundo: applied (undoable: false) but holds an undo digest",
+		"change chg_when: undo_failed without the time it was applied",
+		"run run_done: undone but still holds an undo confirmation digest",
+		"run run_done: holds an undo confirmation digest without the plan digest it is bound to",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Check lacks %q", want)
+		}
+	}
+	if len(problems) != 7 {
+		t.Errorf("Check found %d problems, want 7:\n%s", len(problems), text)
+	}
+	if strings.Contains(text, digest) {
+		t.Error("Check quoted a digest")
+	}
+}

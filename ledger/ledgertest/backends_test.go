@@ -1,0 +1,82 @@
+package ledgertest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mcp-changeset/changeset-go/internal/pgtest"
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/ledgertest"
+	_ "github.com/mcp-changeset/changeset-go/ledger/postgres"
+	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite"
+)
+
+// This file is the only place where backends meet the conformance suite:
+// each backend gets a harness, and Exercise and Benchmark do the rest.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	os.Exit(code)
+}
+
+func TestSQLite(t *testing.T) { ledgertest.Exercise(t, sqliteHarness) }
+
+func TestPostgres(t *testing.T) { ledgertest.Exercise(t, postgresHarness) }
+
+func BenchmarkCycle(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { ledgertest.Benchmark(b, sqliteHarness) })
+	b.Run("postgres", func(b *testing.B) { ledgertest.Benchmark(b, postgresHarness) })
+}
+
+// sqliteHarness opens ledgers in new files; a second handle opens the same
+// file again.
+var sqliteHarness = ledgertest.Harness{
+	Open: func(t testing.TB) *ledger.Ledger {
+		return openTarget(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	},
+	OpenSecond: func(t testing.TB, l *ledger.Ledger) *ledger.Ledger {
+		return openTarget(t, l.Location(), false)
+	},
+}
+
+// postgresHarness opens ledgers in new databases of a throwaway cluster
+// (see internal/pgtest); a second handle opens the same URL again.
+var postgresHarness = ledgertest.Harness{
+	Open: func(t testing.TB) *ledger.Ledger {
+		dsn := pgtest.DSN(t)
+		l := openTarget(t, dsn, true)
+		targets.Store(l, dsn) // Location hides credentials: keep the URL
+		t.Cleanup(func() { targets.Delete(l) })
+		return l
+	},
+	OpenSecond: func(t testing.TB, l *ledger.Ledger) *ledger.Ledger {
+		dsn, ok := targets.Load(l)
+		if !ok {
+			t.Fatal("OpenSecond of a ledger the harness did not open")
+		}
+		return openTarget(t, dsn.(string), false)
+	},
+}
+
+// targets maps each PostgreSQL ledger the harness opened to its URL.
+var targets sync.Map
+
+// openTarget opens the ledger at target through ledger.OpenContext, as
+// applications do, and closes it when t ends.
+func openTarget(t testing.TB, target string, create bool) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.OpenContext(context.Background(), target, ledger.OpenOptions{Create: create})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}

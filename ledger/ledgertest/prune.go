@@ -1,0 +1,266 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+func exercisePrune(t *testing.T, h Harness) {
+	runAll(t, h, []test{
+		{"NeverPendingOrInFlight", testPruneNeverLive},
+		{"OlderThanIsStrictlyBefore", testPruneOlderThan},
+		{"KeepSparesTheNewest", testPruneKeep},
+		{"IncludeAppliedOnlyWhenNoLongerUndoable", testPruneApplied},
+		{"RunsOnlyWhenLeftWithoutChanges", testPruneRuns},
+		{"DryRunDeletesNothing", testPruneDryRun},
+		{"DeletesInBatchesAndReportsProgress", testPruneBatches},
+	})
+}
+
+const day = 24 * time.Hour
+
+// addAged stores a change in status s, created and last updated at
+// updated.
+func addAged(t *testing.T, l *ledger.Ledger, id string, s ledger.Status, updated time.Time) *ledger.Change {
+	t.Helper()
+	c := pendingChange(id, updated)
+	c.Status = s
+	if s == ledger.Applied {
+		c.AppliedAt = updated
+	}
+	insertChanges(t, l, c)
+	return c
+}
+
+// left lists the IDs of every change still stored, sorted.
+func left(t *testing.T, l *ledger.Ledger) []string {
+	t.Helper()
+	ids := changeIDs(t, l, ledger.ChangeFilter{})
+	slices.Sort(ids)
+	return ids
+}
+
+func testPruneNeverLive(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	for _, s := range ledger.Statuses {
+		addAged(t, l, "chg_"+string(s), s, t0) // applied: not undoable
+	}
+	clk.Set(t0.Add(1000 * day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{IncludeApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"chg_apply_failed", "chg_applied", "chg_expired", "chg_undo_failed", "chg_undone"}; !sameIDs(res.Changes, want...) {
+		t.Errorf("pruned %v, want %v", res.Changes, want)
+	}
+	if got, want := left(t, l), []string{"chg_applying", "chg_pending", "chg_undoing"}; !slices.Equal(got, want) {
+		t.Errorf("left %v, want %v", got, want)
+	}
+}
+
+func testPruneOlderThan(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	now := t0.Add(100 * day)
+	cutoff := now.Add(-10 * day)
+	addAged(t, l, "chg_before", ledger.Expired, cutoff.Add(-time.Microsecond))
+	addAged(t, l, "chg_at", ledger.Expired, cutoff)
+	addAged(t, l, "chg_after", ledger.Undone, cutoff.Add(time.Microsecond))
+	clk.Set(now)
+	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 10 * day})
+	if err != nil || !sameIDs(res.Changes, "chg_before") {
+		t.Errorf("Prune(older than 10 days) = %v, %v; want only the change updated before the cut-off", res.Changes, err)
+	}
+	if got := left(t, l); !slices.Equal(got, []string{"chg_after", "chg_at"}) {
+		t.Errorf("left %v", got)
+	}
+}
+
+func testPruneKeep(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	for i := range 5 {
+		addAged(t, l, fmt.Sprintf("chg_%d", i), ledger.Undone, t0.Add(time.Duration(i)*day))
+	}
+	addAged(t, l, "chg_pending", ledger.Pending, t0.Add(10*day)) // not eligible: does not count
+	clk.Set(t0.Add(100 * day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{Keep: 2})
+	if err != nil || !sameIDs(res.Changes, "chg_0", "chg_1", "chg_2") {
+		t.Errorf("Prune(keep 2) = %v, %v; want the three oldest", res.Changes, err)
+	}
+	if got := left(t, l); !slices.Equal(got, []string{"chg_3", "chg_4", "chg_pending"}) {
+		t.Errorf("left %v", got)
+	}
+	// Keep and age together: the newest are kept, then the age decides.
+	res, err = l.Prune(ctx, ledger.PruneOptions{Keep: 1, OlderThan: 97 * day})
+	if err != nil || len(res.Changes) != 0 {
+		t.Errorf("Prune(keep 1, older than 97 days) = %v, %v; want nothing (chg_3 is too young)", res.Changes, err)
+	}
+	res, err = l.Prune(ctx, ledger.PruneOptions{Keep: 1, OlderThan: 96 * day})
+	if err != nil || !sameIDs(res.Changes, "chg_3") {
+		t.Errorf("Prune(keep 1, older than 96 days) = %v, %v; want chg_3", res.Changes, err)
+	}
+}
+
+func testPruneApplied(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	now := t0.Add(100 * day)
+	noUndo := addAged(t, l, "chg_no_undo", ledger.Applied, t0)
+	closed := addAged(t, l, "chg_window_closed", ledger.Applied, t0)
+	stillOpen := addAged(t, l, "chg_window_open", ledger.Applied, t0)
+	forever := addAged(t, l, "chg_never_expires", ledger.Applied, t0)
+	closing := addAged(t, l, "chg_closes_now", ledger.Applied, t0)
+	noUndo.Undoable = false
+	closed.Undoable, closed.UndoExpiresAt = true, now.Add(-time.Second)
+	stillOpen.Undoable, stillOpen.UndoExpiresAt = true, now.Add(time.Second)
+	forever.Undoable, forever.UndoExpiresAt = true, time.Time{}
+	closing.Undoable, closing.UndoExpiresAt = true, now // closed at now: no longer undoable
+	for _, c := range []*ledger.Change{noUndo, closed, stillOpen, forever, closing} {
+		if err := l.Backend().UpdateChange(ctx, l.DB(), c, ledger.Applied); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Set(now)
+	res, err := l.Prune(ctx, ledger.PruneOptions{})
+	if err != nil || len(res.Changes) != 0 {
+		t.Errorf("Prune without IncludeApplied = %v, %v; want nothing", res.Changes, err)
+	}
+	res, err = l.Prune(ctx, ledger.PruneOptions{IncludeApplied: true})
+	if err != nil || !sameIDs(res.Changes, "chg_no_undo", "chg_window_closed", "chg_closes_now") {
+		t.Errorf("Prune(include applied) = %v, %v", res.Changes, err)
+	}
+	if got := left(t, l); !slices.Equal(got, []string{"chg_never_expires", "chg_window_open"}) {
+		t.Errorf("left %v", got)
+	}
+}
+
+func testPruneRuns(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	now := t0.Add(100 * day)
+	for _, r := range []*ledger.Run{
+		{ID: "run_done", Status: ledger.RunUndone, CreatedAt: t0, UpdatedAt: t0},             // its changes go: pruned
+		{ID: "run_live", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0},               // keeps a pending change
+		{ID: "run_empty", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0},              // no changes, old: pruned
+		{ID: "run_recent", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: now.Add(-day)},  // no changes, young
+		{ID: "run_undoing", Status: ledger.RunUndoing, CreatedAt: t0, UpdatedAt: t0},         // being undone
+		{ID: "run_kept", Status: ledger.RunPartiallyUndone, CreatedAt: t0, UpdatedAt: t0},    // keeps a young change
+		{ID: "run_both", Status: ledger.RunPartiallyUndone, CreatedAt: t0, UpdatedAt: t0},    // one change goes, one stays
+		{ID: "run_applied", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0},            // applied, still undoable
+		{ID: "run_expired", Status: ledger.RunUndone, CreatedAt: t0, UpdatedAt: t0.Add(day)}, // its change goes: pruned
+	} {
+		if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(id, run string, s ledger.Status, updated time.Time) {
+		c := pendingChange(id, updated)
+		c.Status, c.RunID, c.AppliedAt, c.Undoable = s, run, updated, true
+		insertChanges(t, l, c)
+	}
+	add("chg_d1", "run_done", ledger.Undone, t0)
+	add("chg_d2", "run_done", ledger.UndoFailed, t0)
+	add("chg_l1", "run_live", ledger.Pending, t0)
+	add("chg_l2", "run_live", ledger.Undone, t0)
+	add("chg_k1", "run_kept", ledger.Undone, now.Add(-day))
+	add("chg_b1", "run_both", ledger.Undone, t0)
+	add("chg_b2", "run_both", ledger.Applying, t0)
+	add("chg_a1", "run_applied", ledger.Applied, t0)
+	add("chg_e1", "run_expired", ledger.Expired, t0)
+	clk.Set(now)
+	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 30 * day, IncludeApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameIDs(res.Changes, "chg_d1", "chg_d2", "chg_l2", "chg_b1", "chg_e1") {
+		t.Errorf("pruned changes %v", res.Changes)
+	}
+	if !sameIDs(res.Runs, "run_done", "run_empty", "run_expired") {
+		t.Errorf("pruned runs %v, want run_done run_empty run_expired", res.Runs)
+	}
+	rs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, r := range rs {
+		runs = append(runs, r.ID)
+	}
+	if !sameIDs(runs, "run_live", "run_recent", "run_undoing", "run_kept", "run_both", "run_applied") {
+		t.Errorf("runs left %v", runs)
+	}
+}
+
+func testPruneDryRun(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	insertRuns(t, l, "run_1")
+	c := pendingChange("chg_1", t0)
+	c.Status, c.RunID = ledger.Undone, "run_1"
+	insertChanges(t, l, c)
+	addAged(t, l, "chg_2", ledger.Expired, t0)
+	addAged(t, l, "chg_3", ledger.Pending, t0)
+	clk.Set(t0.Add(10 * day))
+	before := left(t, l)
+	dry, err := l.Prune(ctx, ledger.PruneOptions{DryRun: true, BatchSize: 1, Progress: func(int, int) {
+		t.Error("a dry run reported progress of deletions")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := left(t, l); !slices.Equal(got, before) {
+		t.Errorf("a dry run deleted rows: %v left of %v", got, before)
+	}
+	if _, err := l.GetRun(ctx, "run_1"); err != nil {
+		t.Errorf("a dry run deleted a run: %v", err)
+	}
+	done, err := l.Prune(ctx, ledger.PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(dry.Changes)
+	slices.Sort(done.Changes)
+	if !reflect.DeepEqual(dry, done) || len(done.Changes) != 2 || len(done.Runs) != 1 {
+		t.Errorf("dry run %+v, real run %+v: want the same two changes and one run", dry, done)
+	}
+}
+
+func testPruneBatches(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for i := range 25 {
+			c := pendingChange(fmt.Sprintf("chg_%02d", i), t0.Add(time.Duration(i)*time.Second))
+			c.Status = ledger.Expired
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(t0.Add(day))
+	var calls [][2]int
+	res, err := l.Prune(ctx, ledger.PruneOptions{BatchSize: 10, Progress: func(deleted, total int) {
+		calls = append(calls, [2]int{deleted, total})
+	}})
+	if err != nil || len(res.Changes) != 25 {
+		t.Fatalf("Prune = %d changes, %v; want 25", len(res.Changes), err)
+	}
+	if want := [][2]int{{10, 25}, {20, 25}, {25, 25}}; !reflect.DeepEqual(calls, want) {
+		t.Errorf("progress %v, want %v", calls, want)
+	}
+	if got := left(t, l); len(got) != 0 {
+		t.Errorf("left %v", got)
+	}
+}

@@ -1,0 +1,224 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/pgtest"
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/postgres"
+)
+
+var t0 = time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
+
+// newLedger opens a new ledger and stores pending changes with the given
+// IDs.
+func newLedger(t *testing.T, opts ledger.OpenOptions, ids ...string) (*postgres.Backend, string) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	opts.Create = true
+	b := open(t, dsn, opts)
+	for _, id := range ids {
+		c := &ledger.Change{ID: id, Action: "a", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0}
+		if err := b.InsertChange(context.Background(), b.DB(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, dsn
+}
+
+func TestGetChangeInATransactionLocksTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, _ := newLedger(t, ledger.OpenOptions{}, "chg_1")
+	tx1, err := b.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback()
+	c, err := b.GetChange(ctx, tx1, "chg_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		c   *ledger.Change
+		err error
+	}
+	second := make(chan read, 1)
+	go func() {
+		tx2, err := b.BeginWrite(ctx)
+		if err != nil {
+			second <- read{nil, err}
+			return
+		}
+		defer tx2.Rollback()
+		c, err := b.GetChange(ctx, tx2, "chg_1")
+		second <- read{c, err}
+	}()
+	select {
+	case r := <-second:
+		t.Fatalf("a second transaction read the locked row at once: %v, %v", r.c, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A plain read outside any transaction does not wait.
+	if got, err := b.GetChange(ctx, b.DB(), "chg_1"); err != nil || got.Status != ledger.Pending {
+		t.Errorf("plain read of a locked row: %v, %v", got, err)
+	}
+	c.Status = ledger.Applying
+	if err := b.UpdateChange(ctx, tx1, c, ledger.Pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-second
+	if r.err != nil || r.c.Status != ledger.Applying {
+		t.Errorf("after the first commit the second read %v, %v; want the committed applying row", r.c, r.err)
+	}
+}
+
+func TestClaimsOfDifferentChangesDoNotWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, _ := newLedger(t, ledger.OpenOptions{BusyTimeout: 10 * time.Second}, "chg_1", "chg_2")
+	tx1, err := b.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback()
+	if _, err := b.GetChange(ctx, tx1, "chg_1"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = ledger.New(b).WithTx(ctx, func(tx *ledger.Tx) error {
+		c, err := tx.Change("chg_2")
+		if err != nil {
+			return err
+		}
+		c.Status = ledger.Applying
+		return tx.UpdateChange(c, ledger.Pending)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("claiming chg_2 took %v while chg_1 was locked: row locks, not table locks, are expected", d)
+	}
+}
+
+func TestALockHeldTooLongIsBusy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, dsn := newLedger(t, ledger.OpenOptions{}, "chg_1")
+	holder, err := b.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := b.GetChange(ctx, holder, "chg_1"); err != nil {
+		t.Fatal(err)
+	}
+	impatient := open(t, dsn, ledger.OpenOptions{BusyTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	err = ledger.New(impatient).WithTx(ctx, func(tx *ledger.Tx) error {
+		_, err := tx.Change("chg_1")
+		return err
+	})
+	if !errors.Is(err, ledger.ErrBusy) || !strings.Contains(err.Error(), "lock_timeout") {
+		t.Errorf("claim of a locked row = %v, want ErrBusy naming lock_timeout", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("gave up after %v with a 100ms busy timeout", d)
+	}
+}
+
+func TestDeadlockIsBusyNotConflict(t *testing.T) {
+	// Two transactions locking two changes in opposite orders: one of
+	// them is aborted by PostgreSQL and must come out as ErrBusy
+	// (retry), never ErrConflict (another process won).
+	t.Parallel()
+	ctx := context.Background()
+	b, _ := newLedger(t, ledger.OpenOptions{BusyTimeout: 20 * time.Second}, "chg_a", "chg_b")
+	l := ledger.New(b)
+	locked := make(chan struct{}, 2)
+	proceed := make(chan struct{})
+	errs := make(chan error, 2)
+	for _, order := range [][2]string{{"chg_a", "chg_b"}, {"chg_b", "chg_a"}} {
+		go func() {
+			errs <- l.WithTx(ctx, func(tx *ledger.Tx) error {
+				if _, err := tx.Change(order[0]); err != nil {
+					return err
+				}
+				locked <- struct{}{}
+				<-proceed
+				_, err := tx.Change(order[1])
+				return err
+			})
+		}()
+	}
+	<-locked
+	<-locked
+	close(proceed)
+	var got []error
+	for range 2 {
+		got = append(got, <-errs)
+	}
+	failed := slices.IndexFunc(got, func(err error) bool { return err != nil })
+	if failed < 0 || got[1-failed] != nil {
+		t.Fatalf("results %v: want exactly one transaction aborted", got)
+	}
+	if err := got[failed]; !errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "40P01") {
+		t.Errorf("the aborted transaction reported %v, want ErrBusy with SQLSTATE 40P01", err)
+	}
+}
+
+func TestCheckFindsBrokenConstraintsAndRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, dsn := newLedger(t, ledger.OpenOptions{}, "chg_1")
+	db := rawDB(t, dsn)
+	mustExec(t, db, `ALTER TABLE changes DROP CONSTRAINT changes_status_valid`)
+	mustExec(t, db, `UPDATE changes SET status = 'bogus'`)
+	mustExec(t, db, `ALTER TABLE changes DROP CONSTRAINT changes_applied_has_time`)
+	mustExec(t, db, `ALTER TABLE changes ADD CONSTRAINT changes_applied_has_time CHECK (status <> 'applied' OR applied_at IS NOT NULL) NOT VALID`)
+	// A connection in replica mode skips foreign keys (superusers only).
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans := false
+	if _, err := conn.ExecContext(ctx, `SET session_replication_role = replica`); err == nil {
+		_, err := conn.ExecContext(ctx, `INSERT INTO changes (id, action, status, run_id, created_at, updated_at)
+			VALUES ('chg_orphan', 'a', 'pending', 'run_missing', 0, 0)`)
+		orphans = err == nil
+	}
+	conn.Close()
+	problems, err := b.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(problems, "\n")
+	t.Logf("orphans inserted: %v; Check found:\n%s", orphans, text)
+	for _, want := range []string{"changes_status_valid of public.changes is missing", "changes_applied_has_time of public.changes is not validated", "1 changes with an unknown status"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Check did not report %q:\n%s", want, text)
+		}
+	}
+	if want := "1 changes whose run does not exist"; orphans && !strings.Contains(text, want) {
+		t.Errorf("Check did not report %q:\n%s", want, text)
+	}
+	mustExec(t, db, `DROP TABLE meta`)
+	mustExec(t, db, `INSERT INTO changeset_migrations (version, name) VALUES (7, 'x.sql')`)
+	problems, err = b.Check(ctx)
+	text = strings.Join(problems, "\n")
+	if err != nil || !strings.Contains(text, "public.meta is missing") || !strings.Contains(text, "up to 7") {
+		t.Errorf("Check = %q, %v", problems, err)
+	}
+	if _, _, err := b.GetMeta(ctx, b.DB(), "k"); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("GetMeta with the meta table dropped = %v, want ErrCorrupt", err)
+	}
+}

@@ -1,0 +1,191 @@
+// Package postgres is the ledger backend for deployments that outgrow one
+// host: several server replicas, on several machines, sharing one
+// PostgreSQL database. It reaches PostgreSQL through pgx
+// (github.com/jackc/pgx/v5) behind database/sql, so that [Backend.DB] is a
+// *sql.DB and transactional operations get a *sql.Tx, as with SQLite.
+//
+// Importing the package registers it with [ledger.RegisterBackend] for
+// postgres:// and postgresql:// URLs, so that [ledger.Open] accepts them:
+//
+//	import _ "github.com/mcp-changeset/changeset-go/ledger/postgres"
+//
+//	l, err := ledger.Open("postgres://app@db.internal/app?changeset_schema=notes", true)
+//
+// The URL is pgx's (libpq's keywords as query parameters, PG* environment
+// variables and ~/.pgpass apply), plus two parameters of this package:
+// changeset_schema names the schema that holds the ledger's tables
+// ([DefaultSchema] when absent), so that several servers can share one
+// database; changeset_max_conns sizes the connection pool
+// ([DefaultMaxConns] when absent). A schema named explicitly also becomes
+// the head of each connection's search_path (unless the URL sets one), so
+// that the application's own tables, created through DB, land beside the
+// ledger's.
+//
+// A schema holds a changeset ledger only if it has the table
+// changeset_migrations, which records each schema version applied. Open
+// applies missing migrations in one transaction under an advisory lock, so
+// that replicas starting together do not race; it refuses a schema whose
+// version is newer than [SchemaVersion] ([ledger.ErrNewerSchema]) and one
+// that holds tables of another application ([ledger.ErrForeign]).
+//
+// Write transactions run at READ COMMITTED. Every transition is a
+// compare-and-set UPDATE, and a change or run read inside a write
+// transaction is locked (SELECT … FOR UPDATE) until the transaction ends,
+// so that two claims of one change are serialised on its row while claims
+// of other changes proceed: row locks, never table locks. How long a
+// statement waits for a lock is the ledger's busy timeout, set as the
+// connection's lock_timeout; a lock held longer fails with
+// [ledger.ErrBusy].
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// SchemaVersion is the highest version recorded in changeset_migrations of
+// a ledger whose schema is current for this package.
+const SchemaVersion = 2
+
+func init() {
+	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
+		b, err := Open(ctx, target, opts)
+		if err != nil {
+			return nil, err // never a typed nil in the interface
+		}
+		return b, nil
+	}
+	ledger.RegisterBackend("postgres", open)
+	ledger.RegisterBackend("postgresql", open)
+}
+
+// Backend is a ledger stored in a schema of a PostgreSQL database. It
+// implements [ledger.Backend] and is safe for concurrent use; the database
+// may be shared by any number of processes on any number of hosts.
+type Backend struct {
+	db       *sql.DB
+	location string
+	schema   string
+	readOnly bool
+	sql      statements
+}
+
+var _ ledger.Backend = (*Backend)(nil)
+
+// Open opens the ledger that target, a postgres:// URL, names.
+//
+// A schema without a ledger is initialised only when opts.Create is set
+// (and opts.ReadOnly is not); otherwise Open fails with an error wrapping
+// [ledger.ErrNotExist]. The schema itself is created if it is missing,
+// which needs the CREATE privilege on the database. opts.BusyTimeout
+// becomes the connections' lock_timeout unless the URL sets one;
+// opts.ReadOnly makes every transaction read-only
+// (default_transaction_read_only).
+//
+// Errors are *ledger.Error values; their messages never contain the
+// password. They wrap [ledger.ErrNotExist], [ledger.ErrForeign],
+// [ledger.ErrNewerSchema], [ledger.ErrCorrupt], [ledger.ErrBusy] or
+// [ledger.ErrReadOnly] as the cause may be.
+func Open(ctx context.Context, target string, opts ledger.OpenOptions) (*Backend, error) {
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = ledger.DefaultBusyTimeout
+	}
+	t, err := parseTarget(target, opts)
+	if err != nil {
+		return nil, &ledger.Error{Op: "open", Location: "PostgreSQL ledger", Err: err}
+	}
+	b := &Backend{location: t.location, schema: t.schema, readOnly: opts.ReadOnly, sql: newStatements(t.schema)}
+	db := stdlib.OpenDB(*t.conn)
+	db.SetMaxOpenConns(t.maxConns)
+	db.SetMaxIdleConns(min(maxIdleConns, t.maxConns))
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	b.db = db
+	if err := b.checkServer(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := b.migrate(ctx, opts.Create, opts.BusyTimeout); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// checkServer connects and refuses a database whose encoding is not UTF8:
+// the ledger's text would be converted, or refused, on the way in.
+func (b *Backend) checkServer(ctx context.Context) error {
+	var enc string
+	if err := b.db.QueryRowContext(ctx, `SELECT current_setting('server_encoding')`).Scan(&enc); err != nil {
+		return b.interpretError("open", err)
+	}
+	if enc != "UTF8" {
+		return b.openError(fmt.Errorf("the database's encoding is %s, and a ledger needs UTF8 (create the database with ENCODING 'UTF8')", enc))
+	}
+	return nil
+}
+
+// DB returns the database handle, for applications that keep their own
+// tables beside the ledger's.
+func (b *Backend) DB() *sql.DB { return b.db }
+
+// Location returns the ledger's URL without user name, password or any
+// query parameter other than host, port, dbname and changeset_schema.
+func (b *Backend) Location() string { return b.location }
+
+// Schema returns the name of the schema that holds the ledger's tables.
+func (b *Backend) Schema() string { return b.schema }
+
+// Close closes the connection pool.
+func (b *Backend) Close() error { return b.interpretError("close", b.db.Close()) }
+
+// BeginWrite starts a READ COMMITTED transaction. It takes no lock by
+// itself: GetChange and GetRun inside it lock the row they read until the
+// transaction ends, and every write is a compare-and-set.
+func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
+	const op = "begin transaction on"
+	if b.readOnly {
+		return nil, &ledger.Error{Op: op, Location: b.location, Err: errOpenedReadOnly}
+	}
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	return tx, nil
+}
+
+// statements are the backend's SQL with the schema filled in. The schema
+// is an identifier, which SQL cannot take as a parameter: it is validated
+// by parseTarget and quoted here; every value is a parameter.
+type statements struct {
+	insertChange, selectChanges, updateChange, changeStatus, deleteChanges string
+	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns      string
+	getMeta, setMeta                                                       string
+}
+
+func newStatements(schema string) statements {
+	s := pgx.Identifier{schema}.Sanitize()
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta")
+	return statements{
+		insertChange:  r.Replace(`INSERT INTO {changes} (` + changeColumns + `) VALUES (` + placeholders(1, 32) + `)`),
+		selectChanges: r.Replace(`SELECT ` + changeColumns + ` FROM {changes}`),
+		updateChange:  r.Replace(updateChangeSQL),
+		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),
+		deleteChanges: r.Replace(`DELETE FROM {changes} WHERE id = ANY($1) AND status = ANY($2)`),
+		insertRun:     r.Replace(`INSERT INTO {runs} (` + runColumns + `) VALUES (` + placeholders(1, 11) + `)`),
+		selectRuns:    r.Replace(`SELECT ` + runColumns + ` FROM {runs}`),
+		updateRun:     r.Replace(updateRunSQL),
+		runStatus:     r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
+		lockRuns:      r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
+			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
+		getMeta: r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
+		setMeta: r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
+	}
+}

@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// runColumns are the columns of the runs table in the order InsertRun and
+// scanRun use.
+const runColumns = `id, label, scope_hash, status, plan_hash, confirm_hash,
+	confirm_expires_at, report, undone_by, created_at, updated_at`
+
+// updateRunSQL writes back every column except those fixed when the run
+// started: id, scope_hash and created_at.
+const updateRunSQL = `UPDATE {runs} SET
+	label = $1, status = $2, plan_hash = $3, confirm_hash = $4, confirm_expires_at = $5,
+	report = $6, undone_by = $7, updated_at = $8
+	WHERE id = $9 AND status = $10`
+
+// InsertRun stores a new run. It fails if a run with the same ID exists.
+func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
+	_, err := q.ExecContext(ctx, b.sql.insertRun,
+		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
+		timeArg(r.ConfirmExpiresAt), jsonArg(r.Report), r.UndoneBy, timeArg(r.CreatedAt), timeArg(r.UpdatedAt),
+	)
+	return b.interpretError("insert run "+r.ID, err)
+}
+
+// GetRun reads the run with the given ID. Inside a transaction it locks
+// the row until the transaction ends, as GetChange does, so that a change
+// joining a run and an undo of the run are serialised. A missing run is an
+// error wrapping [ledger.ErrNotFound].
+func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
+	query := b.sql.selectRuns + ` WHERE id = $1`
+	if _, inTx := q.(*sql.Tx); inTx {
+		query += ` FOR UPDATE`
+	}
+	r, err := scanRun(q.QueryRowContext(ctx, query, id))
+	if err != nil {
+		return nil, b.interpretError("find run "+id, err)
+	}
+	return r, nil
+}
+
+// UpdateRun writes r back if the stored run's status is still from. It
+// writes every column except those fixed when the run started (ID,
+// ScopeHash and CreatedAt). If the status has moved on it fails with an
+// error wrapping [ledger.ErrConflict], and if the run is gone with one
+// wrapping [ledger.ErrNotFound].
+func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
+	res, err := q.ExecContext(ctx, b.sql.updateRun,
+		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, timeArg(r.ConfirmExpiresAt),
+		jsonArg(r.Report), r.UndoneBy, timeArg(r.UpdatedAt),
+		r.ID, string(from),
+	)
+	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
+}
+
+// ListRuns returns the runs that match f, newest first (by creation time,
+// then by ID descending). It locks nothing.
+func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
+	var a args
+	var where []string
+	if len(f.Statuses) > 0 {
+		where = append(where, "status = ANY("+a.add(stringSlice(f.Statuses))+")")
+	}
+	if f.ScopeHash != "" {
+		where = append(where, "scope_hash = "+a.add(f.ScopeHash))
+	}
+	query := b.sql.selectRuns
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		query += " LIMIT " + a.add(f.Limit)
+	}
+	const op = "list runs in"
+	rows, err := q.QueryContext(ctx, query, a...)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	var out []*ledger.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			rows.Close()
+			return nil, b.interpretError(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	return out, nil
+}
+
+// DeleteRuns deletes the runs with the given IDs that no change refers to
+// any more, and reports how many it deleted.
+//
+// It first locks the runs, then deletes in a second statement, inside q's
+// transaction or one of its own. The lock waits for any transaction that
+// is adding a change to one of the runs (its insert holds a key-share lock
+// on the run), and the second statement, with a fresh snapshot at READ
+// COMMITTED, then sees that change and keeps the run. A single DELETE
+// would not see it and fail on the foreign key instead.
+func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	const op = "delete runs from"
+	var n int64
+	err := inTx(ctx, q, func(q ledger.Querier) error {
+		rows, err := q.QueryContext(ctx, b.sql.lockRuns, ids)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+		}
+		if err := closeRows(rows); err != nil {
+			return err
+		}
+		res, err := q.ExecContext(ctx, b.sql.deleteRuns, ids)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, b.interpretError(op, err)
+	}
+	return int(n), nil
+}
+
+// inTx runs fn in q's transaction, or in a new one when q is the database.
+func inTx(ctx context.Context, q ledger.Querier, fn func(ledger.Querier) error) error {
+	db, ok := q.(*sql.DB)
+	if !ok {
+		return fn(q)
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// scanRun reads one row of runColumns.
+func scanRun(s scanner) (*ledger.Run, error) {
+	var (
+		r                        ledger.Run
+		status                   string
+		report                   sql.NullString
+		confirmExp, created, upd sql.NullInt64
+	)
+	err := s.Scan(&r.ID, &r.Label, &r.ScopeHash, &status, &r.PlanHash, &r.ConfirmHash,
+		&confirmExp, &report, &r.UndoneBy, &created, &upd)
+	if err != nil {
+		return nil, err
+	}
+	r.Status = ledger.RunStatus(status)
+	r.ConfirmExpiresAt = timeFrom(confirmExp)
+	r.Report = jsonFrom(report)
+	r.CreatedAt, r.UpdatedAt = timeFrom(created), timeFrom(upd)
+	return &r, nil
+}
