@@ -31,6 +31,12 @@ var (
 	// ErrReadOnly: the ledger cannot be written (file permissions or a
 	// read-only open).
 	ErrReadOnly = errors.New("ledger is read-only")
+	// ErrRetry: the database aborted the transaction to resolve a conflict
+	// with another (PostgreSQL's serialization failures and deadlocks) and
+	// nothing of it was written. WithTx runs the transaction again; a
+	// backend wraps it together with ErrBusy, which callers see if the
+	// retries run out.
+	ErrRetry = errors.New("transaction aborted by the database to resolve a conflict")
 )
 
 // Error is a failure of the ledger itself: it could not be opened, read or

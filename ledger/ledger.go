@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,26 @@ func (tx *Tx) UpdateRun(r *Run, from RunStatus) error { return tx.b.UpdateRun(tx
 // nil; otherwise it rolls back and returns fn's error. To record a refusal
 // (e.g. mark a change expired) and still report it, fn should make the
 // write, remember the refusal in a variable and return nil.
+//
+// When the database aborts the transaction to resolve a conflict
+// (ErrRetry), WithTx runs fn again in a new transaction, a few times, so fn
+// must set everything it reports afresh on each call.
 func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
+	const attempts = 4
+	var err error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if err = l.withTx(ctx, fn); !errors.Is(err, ErrRetry) || ctx.Err() != nil {
+			return err
+		}
+		if attempt < attempts {
+			time.Sleep(time.Duration(attempt*(5+rand.IntN(10))) * time.Millisecond)
+		}
+	}
+	return err
+}
+
+// withTx is one attempt of WithTx.
+func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := l.b.BeginWrite(ctx)
 	if err != nil {
 		return Errorf("begin transaction on", l.b.Location(), err)

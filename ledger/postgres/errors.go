@@ -37,7 +37,8 @@ var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrRead
 //   - sql.ErrNoRows becomes ledger.ErrNotFound;
 //   - lock_not_available (lock_timeout passed), query_canceled (a
 //     statement_timeout passed), too_many_connections, and also
-//     serialization_failure and deadlock_detected become ledger.ErrBusy;
+//     serialization_failure and deadlock_detected become ledger.ErrRetry
+//     (which Ledger.WithTx retries) wrapped with ledger.ErrBusy;
 //   - read_only_sql_transaction becomes ledger.ErrReadOnly;
 //   - a missing table or schema becomes ledger.ErrCorrupt.
 //
@@ -84,7 +85,7 @@ func cause(err error) error {
 	case codeTooManyConnections:
 		return fmt.Errorf("%w: the server has no connection to spare: %w", ledger.ErrBusy, err)
 	case codeSerialization, codeDeadlock:
-		return fmt.Errorf("%w: PostgreSQL aborted the transaction to resolve a conflict; nothing of it was written: %w", ledger.ErrBusy, err)
+		return fmt.Errorf("%w (%w): PostgreSQL aborted the transaction to resolve a conflict; nothing of it was written: %w", ledger.ErrRetry, ledger.ErrBusy, err)
 	case codeReadOnlyTx:
 		return fmt.Errorf("%w: %w", ledger.ErrReadOnly, err)
 	case codeUndefinedTable, codeUndefinedSchema:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,43 +137,77 @@ func TestALockHeldTooLongIsBusy(t *testing.T) {
 	}
 }
 
-func TestDeadlockIsBusyNotConflict(t *testing.T) {
-	// Two transactions locking two changes in opposite orders: one of
-	// them is aborted by PostgreSQL and must come out as ErrBusy
-	// (retry), never ErrConflict (another process won).
+// deadlock runs two transactions that lock two changes in opposite orders
+// through run, and returns their errors.
+func deadlock(run func(first, second string) error) []error {
+	errs := make(chan error, 2)
+	for _, order := range [][2]string{{"chg_a", "chg_b"}, {"chg_b", "chg_a"}} {
+		go func() { errs <- run(order[0], order[1]) }()
+	}
+	return []error{<-errs, <-errs}
+}
+
+func TestDeadlockIsRetryNotConflict(t *testing.T) {
+	// PostgreSQL aborts one of two deadlocked transactions: the backend
+	// must report it as ErrRetry (wrapped with ErrBusy), never ErrConflict
+	// (another process won).
 	t.Parallel()
 	ctx := context.Background()
 	b, _ := newLedger(t, ledger.OpenOptions{BusyTimeout: 20 * time.Second}, "chg_a", "chg_b")
-	l := ledger.New(b)
-	locked := make(chan struct{}, 2)
-	proceed := make(chan struct{})
-	errs := make(chan error, 2)
-	for _, order := range [][2]string{{"chg_a", "chg_b"}, {"chg_b", "chg_a"}} {
-		go func() {
-			errs <- l.WithTx(ctx, func(tx *ledger.Tx) error {
-				if _, err := tx.Change(order[0]); err != nil {
-					return err
-				}
-				locked <- struct{}{}
-				<-proceed
-				_, err := tx.Change(order[1])
-				return err
-			})
-		}()
-	}
-	<-locked
-	<-locked
-	close(proceed)
-	var got []error
-	for range 2 {
-		got = append(got, <-errs)
-	}
+	var locked sync.WaitGroup
+	locked.Add(2)
+	got := deadlock(func(first, second string) error {
+		tx, err := b.BeginWrite(ctx)
+		if err != nil {
+			locked.Done()
+			return err
+		}
+		defer tx.Rollback()
+		_, err = b.GetChange(ctx, tx, first)
+		locked.Done()
+		if err != nil {
+			return err
+		}
+		locked.Wait()
+		_, err = b.GetChange(ctx, tx, second)
+		return err
+	})
 	failed := slices.IndexFunc(got, func(err error) bool { return err != nil })
 	if failed < 0 || got[1-failed] != nil {
 		t.Fatalf("results %v: want exactly one transaction aborted", got)
 	}
-	if err := got[failed]; !errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "40P01") {
-		t.Errorf("the aborted transaction reported %v, want ErrBusy with SQLSTATE 40P01", err)
+	if err := got[failed]; !errors.Is(err, ledger.ErrRetry) || !errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "40P01") {
+		t.Errorf("the aborted transaction reported %v, want ErrRetry and ErrBusy with SQLSTATE 40P01", err)
+	}
+}
+
+func TestDeadlockVictimIsRetriedByWithTx(t *testing.T) {
+	// Through Ledger.WithTx the aborted transaction runs again and both
+	// succeed: no deadlock reaches a caller.
+	t.Parallel()
+	ctx := context.Background()
+	b, _ := newLedger(t, ledger.OpenOptions{BusyTimeout: 20 * time.Second}, "chg_a", "chg_b")
+	l := ledger.New(b)
+	var locked sync.WaitGroup
+	locked.Add(2)
+	var once [2]sync.Once
+	got := deadlock(func(first, second string) error {
+		i := 0
+		if first == "chg_b" {
+			i = 1
+		}
+		return l.WithTx(ctx, func(tx *ledger.Tx) error {
+			if _, err := tx.Change(first); err != nil {
+				return err
+			}
+			once[i].Do(locked.Done)
+			locked.Wait()
+			_, err := tx.Change(second)
+			return err
+		})
+	})
+	if got[0] != nil || got[1] != nil {
+		t.Fatalf("results %v: want both to succeed after the retry", got)
 	}
 }
 
