@@ -99,6 +99,7 @@ func (g *Guard) change(ctx context.Context, k claimKind, id, token, scope, by st
 		performedInTheClaim bool
 	)
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		claimed, refusal, failure, performedInTheClaim = nil, nil, nil, false // WithTx may run this again
 		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
 		if err != nil || ref != nil {
 			refusal = ref

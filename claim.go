@@ -45,6 +45,7 @@ func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by str
 	var claimed *ledger.Change
 	var refusal error
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		claimed, refusal = nil, nil // WithTx may run this again
 		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
 		if err != nil || ref != nil {
 			refusal = ref

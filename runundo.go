@@ -261,6 +261,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 	var refusal error
 	var stored json.RawMessage
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		refusal, stored = nil, nil // WithTx may run this again
 		cur, err := tx.Run(r.ID)
 		if err != nil {
 			return err
