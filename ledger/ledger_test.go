@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -45,5 +47,28 @@ func TestWithTx_RetriesWhatTheDatabaseAbortedAndNothingElse(t *testing.T) {
 	other := errors.New("refused")
 	if err := l.WithTx(ctx, func(*ledger.Tx) error { calls++; return other }); err != other || calls != 1 {
 		t.Fatalf("an ordinary error was retried: %v after %d calls", err, calls)
+	}
+}
+
+func TestOpen_RefusesMistypedDatabaseAddressesWithoutCreatingAFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, target := range []string{
+		"postgres:/db",
+		"postgresql:db",
+		"host=db user=app password=hunter2 dbname=app",
+		"dbname=app",
+	} {
+		_, err := ledger.Open(target, true)
+		if err == nil {
+			t.Errorf("%q accepted", target)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: the error repeats the password: %v", target, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("mistyped targets created %v", entries)
 	}
 }

@@ -76,6 +76,9 @@ func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger,
 	if opts.BusyTimeout == 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
 	}
+	if err := checkTarget(target); err != nil {
+		return nil, &Error{Op: "open", Err: err}
+	}
 	scheme := schemeOf(target)
 	openersMu.RLock()
 	open := openers[scheme]
@@ -88,4 +91,31 @@ func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger,
 		return nil, err
 	}
 	return New(b), nil
+}
+
+// checkTarget refuses targets that look like a mistyped database address
+// rather than a file path, so that a typo never silently creates an empty
+// SQLite ledger (named after a connection string, password included).
+func checkTarget(target string) error {
+	lower := strings.ToLower(target)
+	for _, scheme := range []string{"postgres:", "postgresql:"} {
+		if strings.HasPrefix(lower, scheme) && !strings.HasPrefix(lower, scheme+"//") {
+			return fmt.Errorf("%q is neither a file path nor a URL: write %s//host/database", redactTarget(target), scheme)
+		}
+	}
+	for _, key := range []string{"host=", "dbname=", "user=", "password="} {
+		if strings.HasPrefix(lower, key) || strings.Contains(lower, " "+key) {
+			return fmt.Errorf("the ledger looks like a PostgreSQL connection string; write it as a postgres:// URL")
+		}
+	}
+	return nil
+}
+
+// redactTarget shortens a target for a message, so that a password after
+// the scheme is not echoed.
+func redactTarget(target string) string {
+	if i := strings.IndexAny(target, "@?"); i >= 0 {
+		return target[:i] + "…"
+	}
+	return target
 }

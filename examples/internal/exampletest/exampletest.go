@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/internal/testbin"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,11 +29,13 @@ const Module = "github.com/mcp-changeset/changeset-go/examples/"
 // Guarded is the environment entry that enables writes.
 const Guarded = "MCP_CHANGESET_WRITE_MODE=guarded"
 
-// Main runs the tests and then removes the binaries Build made. Call it
-// from TestMain.
+// Main runs the tests, then removes the binaries Build made and stops the
+// PostgreSQL cluster that pgtest.DSN started, if any. Call it from
+// TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	testbin.Cleanup()
+	pgtest.Stop()
 	os.Exit(code)
 }
 

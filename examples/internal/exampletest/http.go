@@ -70,6 +70,21 @@ func (p *Process) Stop(t testing.TB, timeout time.Duration) error {
 	}
 }
 
+// Wait waits for the process to exit, for example after a signal sent
+// through p.Cmd.Process from another goroutine, and returns its exit error
+// (nil for a clean exit). It fails the test if the process does not exit
+// within timeout.
+func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.waitErr
+	case <-time.After(timeout):
+		t.Fatalf("the server did not exit within %v", timeout)
+		return nil
+	}
+}
+
 // Connect connects a client that presents token as its bearer token (none
 // when token is empty).
 func (p *Process) Connect(t testing.TB, token string) *Client {

@@ -43,8 +43,10 @@ var commonFlags = map[string]bool{"ledger": true, "http": true, "auth-token-file
 // Register adds the common flags to fs. name is the example's name, used
 // for the default ledger file.
 func (f *Flags) Register(fs *flag.FlagSet, name string) {
-	fs.StringVar(&f.Ledger, "ledger", DefaultLedger(name),
-		"the ledger `file`: $MCP_CHANGESET_LEDGER, else a file under the user's state directory")
+	// The default is filled in after parsing (see Main), so that --help
+	// never prints $MCP_CHANGESET_LEDGER, which may hold a password.
+	fs.StringVar(&f.Ledger, "ledger", "",
+		"the ledger: a SQLite `file` or a postgres:// URL (default: $MCP_CHANGESET_LEDGER, else "+name+".db under the user's state directory)")
 	fs.StringVar(&f.HTTP, "http", "",
 		"serve Streamable HTTP at http://`addr`/mcp (e.g. 127.0.0.1:8080) instead of stdio; needs --auth-token-file")
 	fs.StringVar(&f.AuthTokenFile, "auth-token-file", "",
@@ -149,6 +151,11 @@ func Main(p Program) {
 	}
 	if fs.NArg() > 0 {
 		usageError(p.Name, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	ledgerSet := false
+	fs.Visit(func(fl *flag.Flag) { ledgerSet = ledgerSet || fl.Name == "ledger" })
+	if !ledgerSet {
+		f.Ledger = DefaultLedger(p.Name)
 	}
 	if err := f.Check(); err != nil {
 		usageError(p.Name, err)
