@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // changeColumns are the columns of the changes table in the order
@@ -37,12 +38,12 @@ func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.
 		return b.interpretError(op, err)
 	}
 	_, err = q.ExecContext(ctx, b.sql.insertChange,
-		c.ID, c.Action, string(c.Status), c.ScopeHash, optString(c.RunID), c.Resource,
-		jsonArg(c.Payload), c.PayloadHash, jsonArg(c.Diff), c.Summary, warnings, c.StateHash,
-		jsonArg(c.Before), jsonArg(c.After), c.ConfirmHash, c.UndoHash, c.Undoable, c.Transactional,
-		jsonArg(c.Result), c.ErrorType, c.Error, c.Note, c.AppliedBy, c.UndoneBy,
-		timeArg(c.CreatedAt), timeArg(c.UpdatedAt), timeArg(c.ExpiresAt), timeArg(c.AppliedAt), timeArg(c.UndoExpiresAt), timeArg(c.UndoneAt),
-		redact, timeArg(c.RedactedAt),
+		c.ID, c.Action, string(c.Status), c.ScopeHash, sqlval.OptString(c.RunID), c.Resource,
+		sqlval.JSONArg(c.Payload), c.PayloadHash, sqlval.JSONArg(c.Diff), c.Summary, warnings, c.StateHash,
+		sqlval.JSONArg(c.Before), sqlval.JSONArg(c.After), c.ConfirmHash, c.UndoHash, c.Undoable, c.Transactional,
+		sqlval.JSONArg(c.Result), c.ErrorType, c.Error, c.Note, c.AppliedBy, c.UndoneBy,
+		sqlval.TimeArg(c.CreatedAt), sqlval.TimeArg(c.UpdatedAt), sqlval.TimeArg(c.ExpiresAt), sqlval.TimeArg(c.AppliedAt), sqlval.TimeArg(c.UndoExpiresAt), sqlval.TimeArg(c.UndoneAt),
+		redact, sqlval.TimeArg(c.RedactedAt),
 	)
 	return b.interpretError(op, err)
 }
@@ -76,12 +77,12 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 		return b.interpretError(op+" change "+c.ID, err)
 	}
 	res, err := q.ExecContext(ctx, b.sql.updateChange,
-		string(c.Status), c.Resource, jsonArg(c.Payload), c.PayloadHash, jsonArg(c.Diff),
-		c.Summary, warnings, c.StateHash, jsonArg(c.Before), jsonArg(c.After),
-		c.ConfirmHash, c.UndoHash, c.Undoable, c.Transactional, jsonArg(c.Result),
+		string(c.Status), c.Resource, sqlval.JSONArg(c.Payload), c.PayloadHash, sqlval.JSONArg(c.Diff),
+		c.Summary, warnings, c.StateHash, sqlval.JSONArg(c.Before), sqlval.JSONArg(c.After),
+		c.ConfirmHash, c.UndoHash, c.Undoable, c.Transactional, sqlval.JSONArg(c.Result),
 		c.ErrorType, c.Error, c.Note, c.AppliedBy, c.UndoneBy,
-		timeArg(c.UpdatedAt), timeArg(c.ExpiresAt), timeArg(c.AppliedAt), timeArg(c.UndoExpiresAt), timeArg(c.UndoneAt),
-		redact, timeArg(c.RedactedAt),
+		sqlval.TimeArg(c.UpdatedAt), sqlval.TimeArg(c.ExpiresAt), sqlval.TimeArg(c.AppliedAt), sqlval.TimeArg(c.UndoExpiresAt), sqlval.TimeArg(c.UndoneAt),
+		redact, sqlval.TimeArg(c.RedactedAt),
 		c.ID, string(from),
 	)
 	return b.casResult(ctx, q, op, "change", c.ID, string(from), res, err)
@@ -100,7 +101,7 @@ func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.Ch
 		where = append(where, "run_id = "+a.add(f.RunID))
 	}
 	if !f.UpdatedBefore.IsZero() {
-		where = append(where, "updated_at < "+a.add(ceilMicro(f.UpdatedBefore)))
+		where = append(where, "updated_at < "+a.add(sqlval.CeilMicro(f.UpdatedBefore)))
 	}
 	query := b.sql.selectChanges
 	if len(where) > 0 {
@@ -181,15 +182,15 @@ func (b *Backend) casResult(ctx context.Context, q ledger.Querier, op, kind, id,
 
 // listArgs encodes the two string lists of c, Warnings and RedactFields.
 func listArgs(c *ledger.Change) (warnings, redact any, err error) {
-	if warnings, err = stringsArg(c.Warnings); err != nil {
+	if warnings, err = sqlval.StringsArg(c.Warnings); err != nil {
 		return nil, nil, err
 	}
-	redact, err = stringsArg(c.RedactFields)
+	redact, err = sqlval.StringsArg(c.RedactFields)
 	return warnings, redact, err
 }
 
 // scanChange reads one row of changeColumns.
-func scanChange(s scanner) (*ledger.Change, error) {
+func scanChange(s sqlval.Scanner) (*ledger.Change, error) {
 	var (
 		c                                           ledger.Change
 		status                                      string
@@ -212,16 +213,16 @@ func scanChange(s scanner) (*ledger.Change, error) {
 	}
 	c.Status = ledger.Status(status)
 	c.RunID = runID.String
-	c.Payload, c.Diff = jsonFrom(payload), jsonFrom(diff)
-	c.Before, c.After, c.Result = jsonFrom(before), jsonFrom(after), jsonFrom(result)
-	if c.Warnings, err = stringsFrom(warnings); err != nil {
+	c.Payload, c.Diff = sqlval.JSONFrom(payload), sqlval.JSONFrom(diff)
+	c.Before, c.After, c.Result = sqlval.JSONFrom(before), sqlval.JSONFrom(after), sqlval.JSONFrom(result)
+	if c.Warnings, err = sqlval.StringsFrom(warnings); err != nil {
 		return nil, err
 	}
-	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = timeFrom(created), timeFrom(updated), timeFrom(expires)
-	c.AppliedAt, c.UndoExpiresAt, c.UndoneAt = timeFrom(applied), timeFrom(undoExp), timeFrom(undone)
-	if c.RedactFields, err = stringsFrom(redact); err != nil {
+	c.CreatedAt, c.UpdatedAt, c.ExpiresAt = sqlval.TimeFrom(created), sqlval.TimeFrom(updated), sqlval.TimeFrom(expires)
+	c.AppliedAt, c.UndoExpiresAt, c.UndoneAt = sqlval.TimeFrom(applied), sqlval.TimeFrom(undoExp), sqlval.TimeFrom(undone)
+	if c.RedactFields, err = sqlval.StringsFrom(redact); err != nil {
 		return nil, err
 	}
-	c.RedactedAt = timeFrom(redactedAt)
+	c.RedactedAt = sqlval.TimeFrom(redactedAt)
 	return &c, nil
 }

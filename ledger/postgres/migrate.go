@@ -6,63 +6,19 @@ import (
 	"embed"
 	"fmt"
 	"hash/crc32"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one step of the schema: applying it to a ledger at version
-// version-1 brings it to version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the steps in order; migrations[i] has version i+1. To
 // change the schema, add migrations/NNN_what.sql and raise SchemaVersion.
-var migrations = loadMigrations()
-
-// loadMigrations reads the embedded migrations/NNN_*.sql files. It panics
-// if they are not numbered 1, 2, ... SchemaVersion: that is a bug of this
-// package, caught by its tests.
-func loadMigrations() []migration {
-	entries, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		panic("ledger/postgres: " + err.Error())
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			panic("ledger/postgres: migration " + e.Name() + " is not named NNN_what.sql")
-		}
-		text, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			panic("ledger/postgres: " + err.Error())
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(text)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			panic(fmt.Sprintf("ledger/postgres: migration %s should have version %d", m.name, i+1))
-		}
-	}
-	if len(ms) != SchemaVersion {
-		panic(fmt.Sprintf("ledger/postgres: %d migrations for schema version %d", len(ms), SchemaVersion))
-	}
-	return ms
-}
+var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/postgres", SchemaVersion)
 
 // ownTables are the tables of a ledger, besides changeset_migrations. A
 // schema that has any of them but no changeset_migrations holds another
@@ -186,11 +142,11 @@ func (b *Backend) migrate(ctx context.Context, create bool, timeout time.Duratio
 		}
 	}
 	for _, m := range migrations[id.version:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return b.interpretError(op+" (migration "+m.name+")", err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO changeset_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return b.interpretError(op+" (migration "+m.name+")", err)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO changeset_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}
 	}
 	return b.interpretError(op, tx.Commit())

@@ -167,15 +167,15 @@ func TestMigrationsMatchSchemaVersion(t *testing.T) {
 		t.Fatalf("%d migrations for schema version %d", len(migrations), SchemaVersion)
 	}
 	for i, m := range migrations {
-		if m.version != i+1 || !strings.HasSuffix(m.name, ".sql") || m.sql == "" {
+		if m.Version != i+1 || !strings.HasSuffix(m.Name, ".sql") || m.SQL == "" {
 			t.Errorf("migration %d: %+v", i, m)
 		}
 	}
 	// Check knows every constraint the migrations name.
 	for _, names := range constraints {
 		for _, n := range names {
-			if !regexp.MustCompile(`CONSTRAINT ` + n + `\s`).MatchString(migrations[0].sql) {
-				t.Errorf("constraint %s is not named in %s", n, migrations[0].name)
+			if !regexp.MustCompile(`CONSTRAINT ` + n + `\s`).MatchString(migrations[0].SQL) {
+				t.Errorf("constraint %s is not named in %s", n, migrations[0].Name)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 func TestEscapePath(t *testing.T) {
@@ -63,8 +64,8 @@ func TestCeilMicro(t *testing.T) {
 		{time.Unix(0, -1001), -1},
 		{time.UnixMicro(-3), -3},
 	} {
-		if got := ceilMicro(tc.t); got != tc.want {
-			t.Errorf("ceilMicro(%d ns) = %d, want %d", tc.t.UnixNano(), got, tc.want)
+		if got := sqlval.CeilMicro(tc.t); got != tc.want {
+			t.Errorf("sqlval.CeilMicro(%d ns) = %d, want %d", tc.t.UnixNano(), got, tc.want)
 		}
 	}
 }
@@ -90,7 +91,7 @@ func TestMigrationsMatchSchemaVersion(t *testing.T) {
 		t.Fatalf("%d migrations for schema version %d", len(migrations), SchemaVersion)
 	}
 	for i, m := range migrations {
-		if m.version != i+1 || !strings.HasSuffix(m.name, ".sql") || m.sql == "" {
+		if m.Version != i+1 || !strings.HasSuffix(m.Name, ".sql") || m.SQL == "" {
 			t.Errorf("migration %d: %+v", i, m)
 		}
 	}

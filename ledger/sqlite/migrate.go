@@ -3,60 +3,17 @@ package sqlite
 import (
 	"context"
 	"embed"
-	"fmt"
-	"path"
-	"sort"
 	"strconv"
-	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one step of the schema: applying it to a ledger at
-// user_version version-1 brings it to version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the steps in order; migrations[i] has version i+1. To
 // change the schema, add migrations/NNN_what.sql and raise SchemaVersion.
-var migrations = loadMigrations()
-
-// loadMigrations reads the embedded migrations/NNN_*.sql files. It panics
-// if they are not numbered 1, 2, ... SchemaVersion: that is a bug of this
-// package, caught by its tests.
-func loadMigrations() []migration {
-	entries, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		panic("ledger/sqlite: " + err.Error())
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			panic("ledger/sqlite: migration " + e.Name() + " is not named NNN_what.sql")
-		}
-		text, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			panic("ledger/sqlite: " + err.Error())
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(text)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			panic(fmt.Sprintf("ledger/sqlite: migration %s should have version %d", m.name, i+1))
-		}
-	}
-	if len(ms) != SchemaVersion {
-		panic(fmt.Sprintf("ledger/sqlite: %d migrations for schema version %d", len(ms), SchemaVersion))
-	}
-	return ms
-}
+var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/sqlite", SchemaVersion)
 
 // migrate initialises an empty database or upgrades an older ledger, in
 // one write transaction that records the new schema version with the
@@ -86,8 +43,8 @@ func (b *Backend) migrate(ctx context.Context, create bool) error {
 		return err
 	}
 	for _, m := range migrations[id.version:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return b.interpretError(op+" (migration "+m.name+")", err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}
 	}
 	// Pragmas take no parameters; both values are constants of this

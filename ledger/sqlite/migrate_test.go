@@ -20,7 +20,7 @@ func TestMigrate_UpgradesAVersion1LedgerInPlaceKeepingItsRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	stmts := []string{
-		migrations[0].sql,
+		migrations[0].SQL,
 		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
 		"PRAGMA user_version = 1",
 		`INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_00000000000000000001', 'old run', 's', 'open', 1000, 2000)`,
@@ -72,7 +72,7 @@ func TestMigrate_UpgradesAVersion1LedgerInPlaceKeepingItsRows(t *testing.T) {
 func TestMigrate_ReadOnlyOpenOfAnOlderLedgerIsRefusedUnchanged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v1.db")
 	db, _ := sql.Open("sqlite", "file:"+path)
-	for _, s := range []string{migrations[0].sql, fmt.Sprintf("PRAGMA application_id = %d", ApplicationID), "PRAGMA user_version = 1"} {
+	for _, s := range []string{migrations[0].SQL, fmt.Sprintf("PRAGMA application_id = %d", ApplicationID), "PRAGMA user_version = 1"} {
 		if _, err := db.Exec(s); err != nil {
 			t.Fatal(err)
 		}

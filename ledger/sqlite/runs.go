@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // runColumns are the columns of the runs table in the order InsertRun and
@@ -26,7 +27,7 @@ const updateRunSQL = `UPDATE runs SET
 func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
 	_, err := q.ExecContext(ctx, insertRunSQL,
 		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
-		timeArg(r.ConfirmExpiresAt), jsonArg(r.Report), r.UndoneBy, timeArg(r.CreatedAt), timeArg(r.UpdatedAt),
+		sqlval.TimeArg(r.ConfirmExpiresAt), sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.CreatedAt), sqlval.TimeArg(r.UpdatedAt),
 	)
 	return b.interpretError("insert run "+r.ID, err)
 }
@@ -48,8 +49,8 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
 	res, err := q.ExecContext(ctx, updateRunSQL,
-		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, timeArg(r.ConfirmExpiresAt),
-		jsonArg(r.Report), r.UndoneBy, timeArg(r.UpdatedAt),
+		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, sqlval.TimeArg(r.ConfirmExpiresAt),
+		sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.UpdatedAt),
 		r.ID, string(from),
 	)
 	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
@@ -117,7 +118,7 @@ func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string
 }
 
 // scanRun reads one row of runColumns.
-func scanRun(s scanner) (*ledger.Run, error) {
+func scanRun(s sqlval.Scanner) (*ledger.Run, error) {
 	var (
 		r                        ledger.Run
 		status                   string
@@ -130,8 +131,8 @@ func scanRun(s scanner) (*ledger.Run, error) {
 		return nil, err
 	}
 	r.Status = ledger.RunStatus(status)
-	r.ConfirmExpiresAt = timeFrom(confirmExp)
-	r.Report = jsonFrom(report)
-	r.CreatedAt, r.UpdatedAt = timeFrom(created), timeFrom(upd)
+	r.ConfirmExpiresAt = sqlval.TimeFrom(confirmExp)
+	r.Report = sqlval.JSONFrom(report)
+	r.CreatedAt, r.UpdatedAt = sqlval.TimeFrom(created), sqlval.TimeFrom(upd)
 	return &r, nil
 }

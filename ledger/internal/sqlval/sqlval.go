@@ -1,0 +1,148 @@
+// Package sqlval holds what the SQL ledger backends share: how Go values
+// are stored in columns, and how embedded migrations are loaded. Both
+// backends store values the same way, so that a row reads back the same
+// from either:
+//
+//   - time.Time is an integer of Unix microseconds (UTC); the zero time is
+//     NULL. Times read back are in UTC, truncated to the microsecond.
+//   - json.RawMessage is text; nil is NULL, so nil and empty stay apart.
+//   - []string is a JSON array as text; nil is NULL and empty is '[]'.
+//   - An optional reference (a change's run ID) is NULL when empty, so that
+//     the foreign key does not apply.
+package sqlval
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// TimeArg is the column value of t.
+func TimeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// TimeFrom reads a time column.
+func TimeFrom(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+// CeilMicro is the smallest whole microsecond not before t, so that
+// "stored < CeilMicro(t)" means "stored time strictly before t" even when t
+// has nanoseconds that the stored times lack.
+func CeilMicro(t time.Time) int64 {
+	us := t.UnixMicro() // floor: nanoseconds are never negative
+	if t.Sub(time.UnixMicro(us)) > 0 {
+		us++
+	}
+	return us
+}
+
+// JSONArg is the column value of b: text, or NULL for nil.
+func JSONArg(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return string(b) // a string binds as text; []byte would be a blob
+}
+
+// JSONFrom reads a JSON column.
+func JSONFrom(v sql.NullString) json.RawMessage {
+	if !v.Valid {
+		return nil
+	}
+	if v.String == "" {
+		return json.RawMessage{}
+	}
+	return json.RawMessage(v.String)
+}
+
+// StringsArg is the column value of s: a JSON array, or NULL for nil.
+func StringsArg(s []string) (any, error) {
+	if s == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// StringsFrom reads a column that StringsArg wrote.
+func StringsFrom(v sql.NullString) ([]string, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	s := []string{}
+	if err := json.Unmarshal([]byte(v.String), &s); err != nil {
+		return nil, fmt.Errorf("a stored list is not a JSON array of strings: %w", err)
+	}
+	return s, nil
+}
+
+// OptString is the column value of an optional reference: NULL when empty.
+func OptString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Migration is one step of a schema: applying it to a ledger at version
+// Version-1 brings it to Version.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// LoadMigrations reads the files NNN_what.sql in dir of fsys, in order. It
+// panics if they are not numbered 1, 2, … want: that is a bug of the
+// backend pkg, caught by its tests.
+func LoadMigrations(fsys fs.FS, dir, pkg string, want int) []Migration {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		panic(pkg + ": " + err.Error())
+	}
+	var ms []Migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic(pkg + ": migration " + e.Name() + " is not named NNN_what.sql")
+		}
+		text, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			panic(pkg + ": " + err.Error())
+		}
+		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(text)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	for i, m := range ms {
+		if m.Version != i+1 {
+			panic(fmt.Sprintf("%s: migration %s should have version %d", pkg, m.Name, i+1))
+		}
+	}
+	if len(ms) != want {
+		panic(fmt.Sprintf("%s: %d migrations for schema version %d", pkg, len(ms), want))
+	}
+	return ms
+}
