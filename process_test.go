@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 		os.Exit(helperHang())
 	case "undorun":
 		os.Exit(helperUndoRun())
+	case "faultkill": // fault_test.go
+		os.Exit(helperFaultKill())
+	case "faultlock":
+		os.Exit(helperFaultLock())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper")
 		os.Exit(3)
