@@ -116,7 +116,7 @@ func typeName(err error) string {
 // ledgerCause names the kind of ledger failure without the details (paths,
 // SQL) that only operators should see.
 func ledgerCause(le *LedgerError) string {
-	for _, s := range []error{ledger.ErrBusy, ledger.ErrCorrupt, ledger.ErrReadOnly, ledger.ErrNotFound,
+	for _, s := range []error{ledger.ErrBusy, ledger.ErrFull, ledger.ErrCorrupt, ledger.ErrReadOnly, ledger.ErrNotFound,
 		ledger.ErrConflict, ledger.ErrForeign, ledger.ErrNewerSchema, ledger.ErrNotExist, ledger.ErrNetworkFS} {
 		if errors.Is(le, s) {
 			return s.Error()

@@ -320,10 +320,10 @@ func TestFault_DiskFullRefusesWithALedgerErrorAndRecovers(t *testing.T) {
 		t.Fatal("the ledger kept growing on a full filesystem")
 	}
 	var le *changeset.LedgerError
-	if !errors.As(full, &le) {
-		t.Fatalf("preview on a full disk: %v, want a LedgerError", full)
+	if !errors.As(full, &le) || !errors.Is(full, ledger.ErrFull) {
+		t.Fatalf("preview on a full disk: %v, want a LedgerError wrapping ErrFull", full)
 	}
-	agent := mustFail(t, f.session, "preview_set", map[string]any{"key": "theme", "value": strings.Repeat("x", 8<<10)}, "the change ledger failed")
+	agent := mustFail(t, f.session, "preview_set", map[string]any{"key": "theme", "value": strings.Repeat("x", 8<<10)}, "the change ledger failed: ledger storage is full")
 	t.Logf("preview on a full disk: %v; the agent reads: %s", full, agent)
 	_, applyErr := f.guard.Apply(ctx, pendingID, pendingTok)
 	if applyErr != nil && !errors.As(applyErr, &le) {

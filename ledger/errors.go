@@ -31,6 +31,8 @@ var (
 	// ErrReadOnly: the ledger cannot be written (file permissions or a
 	// read-only open).
 	ErrReadOnly = errors.New("ledger is read-only")
+	// ErrFull: the disk or the database is full; nothing was written.
+	ErrFull = errors.New("ledger storage is full")
 	// ErrRetry: the database aborted the transaction to resolve a conflict
 	// with another (PostgreSQL's serialization failures and deadlocks) and
 	// nothing of it was written. WithTx runs the transaction again; a
@@ -71,6 +73,8 @@ func hint(err error) string {
 		return " (restore the ledger from a backup; the file was left unchanged)"
 	case errors.Is(err, ErrNotExist):
 		return " (check the path, or let the server create it)"
+	case errors.Is(err, ErrFull):
+		return " (free disk space; the ledger is unchanged)"
 	case errors.Is(err, ErrNetworkFS):
 		return " (move it to a local disk, or use PostgreSQL for ledgers shared across hosts)"
 	}

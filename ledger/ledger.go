@@ -117,7 +117,7 @@ func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := l.b.BeginWrite(ctx)
 	if err != nil {
-		return Errorf("begin transaction on", l.b.Location(), err)
+		return l.interpret("begin transaction on", err)
 	}
 	tx := &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}
 	if err := fn(tx); err != nil {
@@ -125,7 +125,7 @@ func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return Errorf("commit to", l.b.Location(), err)
+		return l.interpret("commit to", err)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
 	sqlTx, err := l.b.BeginWrite(ctx)
 	if err != nil {
-		return nil, Errorf("begin transaction on", l.b.Location(), err)
+		return nil, l.interpret("begin transaction on", err)
 	}
 	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}, nil
 }
@@ -144,9 +144,24 @@ func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
 // Commit commits a transaction from Begin.
 func (tx *Tx) Commit() error {
 	if err := tx.tx.Commit(); err != nil {
-		return Errorf("commit to", tx.b.Location(), err)
+		return tx.l.interpret("commit to", err)
 	}
 	return nil
+}
+
+// ErrorInterpreter is implemented by backends that can map a driver's
+// error to the ledger's sentinel causes (busy, full, …). The Ledger uses it
+// for the errors of BEGIN and COMMIT, which database/sql returns directly.
+type ErrorInterpreter interface {
+	InterpretError(op string, err error) error
+}
+
+// interpret wraps an error of the database for operation op.
+func (l *Ledger) interpret(op string, err error) error {
+	if i, ok := l.b.(ErrorInterpreter); ok {
+		return i.InterpretError(op, err)
+	}
+	return Errorf(op, l.b.Location(), err)
 }
 
 // Rollback rolls back a transaction from Begin. It does nothing after

@@ -30,6 +30,10 @@ const (
 // opened with OpenOptions.ReadOnly.
 var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrReadOnly)
 
+// InterpretError is interpretError for the Ledger (see
+// ledger.ErrorInterpreter).
+func (b *Backend) InterpretError(op string, err error) error { return b.interpretError(op, err) }
+
 // interpretError turns an error of pgx or database/sql into a *ledger.Error
 // for operation op on this ledger. It is the one place where SQLSTATE codes
 // become the ledger's sentinel causes:

@@ -76,7 +76,10 @@ type Backend struct {
 	sql      statements
 }
 
-var _ ledger.Backend = (*Backend)(nil)
+var (
+	_ ledger.Backend          = (*Backend)(nil)
+	_ ledger.ErrorInterpreter = (*Backend)(nil)
+)
 
 // Open opens the ledger that target, a postgres:// URL, names.
 //

@@ -18,6 +18,8 @@ const changeColumns = `id, action, status, scope_hash, run_id, resource,
 	created_at, updated_at, expires_at, applied_at, undo_expires_at, undone_at,
 	redact_fields, redacted_at`
 
+var getChangeSQL = `SELECT ` + changeColumns + ` FROM changes WHERE id = ?`
+
 var insertChangeSQL = `INSERT INTO changes (` + changeColumns + `) VALUES (` + placeholders(32) + `)`
 
 // updateChangeSQL writes back every column except the ones fixed when the
@@ -43,7 +45,7 @@ func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.
 	if err != nil {
 		return b.interpretError(op, err)
 	}
-	_, err = q.ExecContext(ctx, insertChangeSQL,
+	_, err = b.execPrepared(ctx, q, insertChangeSQL,
 		c.ID, c.Action, string(c.Status), c.ScopeHash, sqlval.OptString(c.RunID), c.Resource,
 		sqlval.JSONArg(c.Payload), c.PayloadHash, sqlval.JSONArg(c.Diff), c.Summary, warnings, c.StateHash,
 		sqlval.JSONArg(c.Before), sqlval.JSONArg(c.After), c.ConfirmHash, c.UndoHash, boolArg(c.Undoable), boolArg(c.Transactional),
@@ -57,7 +59,7 @@ func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.
 // GetChange reads the change with the given ID. A missing change is an
 // error wrapping [ledger.ErrNotFound].
 func (b *Backend) GetChange(ctx context.Context, q ledger.Querier, id string) (*ledger.Change, error) {
-	row := q.QueryRowContext(ctx, `SELECT `+changeColumns+` FROM changes WHERE id = ?`, id)
+	row := b.queryRowPrepared(ctx, q, getChangeSQL, id)
 	c, err := scanChange(row)
 	if err != nil {
 		return nil, b.interpretError("find change "+id, err)
@@ -80,7 +82,7 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 	if err != nil {
 		return b.interpretError(op+" change "+c.ID, err)
 	}
-	res, err := q.ExecContext(ctx, updateChangeSQL,
+	res, err := b.execPrepared(ctx, q, updateChangeSQL,
 		string(c.Status), c.Resource, sqlval.JSONArg(c.Payload), c.PayloadHash, sqlval.JSONArg(c.Diff),
 		c.Summary, warnings, c.StateHash, sqlval.JSONArg(c.Before), sqlval.JSONArg(c.After),
 		c.ConfirmHash, c.UndoHash, boolArg(c.Undoable), boolArg(c.Transactional), sqlval.JSONArg(c.Result),

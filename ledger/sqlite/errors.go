@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	sqlite "modernc.org/sqlite"
@@ -17,12 +19,18 @@ const (
 	sqliteLocked   = 6
 	sqliteReadOnly = 8
 	sqliteCorrupt  = 11
+	sqliteFull     = 13
+	sqliteIOErr    = 10
 	sqliteNotADB   = 26
 )
 
 // errOpenedReadOnly is the cause of a write refused because the ledger was
 // opened with OpenOptions.ReadOnly.
 var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrReadOnly)
+
+// InterpretError is interpretError for the Ledger (see
+// ledger.ErrorInterpreter).
+func (b *Backend) InterpretError(op string, err error) error { return b.interpretError(op, err) }
 
 // interpretError turns an error of the driver or of database/sql into a
 // *ledger.Error for operation op on this ledger. It is the one place where
@@ -31,6 +39,8 @@ var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrRead
 //   - SQLITE_BUSY and SQLITE_LOCKED become ledger.ErrBusy;
 //   - SQLITE_CORRUPT and SQLITE_NOTADB become ledger.ErrCorrupt;
 //   - SQLITE_READONLY becomes ledger.ErrReadOnly;
+//   - SQLITE_FULL (and an I/O error whose cause is a full disk) becomes
+//     ledger.ErrFull;
 //   - sql.ErrNoRows becomes ledger.ErrNotFound.
 //
 // The driver's own error stays in the chain (errors.As still finds the
@@ -59,6 +69,12 @@ func (b *Backend) interpretError(op string, err error) error {
 			cause = fmt.Errorf("%w: %w", ledger.ErrCorrupt, err)
 		case sqliteReadOnly:
 			cause = fmt.Errorf("%w: %w", ledger.ErrReadOnly, err)
+		case sqliteFull:
+			cause = fmt.Errorf("%w: %w", ledger.ErrFull, err)
+		case sqliteIOErr:
+			if errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left") {
+				cause = fmt.Errorf("%w: %w", ledger.ErrFull, err)
+			}
 		}
 	}
 	return &ledger.Error{Op: op, Location: b.path, Err: cause}

@@ -16,6 +16,8 @@ const runColumns = `id, label, scope_hash, status, plan_hash, confirm_hash,
 
 var insertRunSQL = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(11) + `)`
 
+var getRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+
 // updateRunSQL writes back every column except those fixed when the run
 // started: id, scope_hash and created_at.
 const updateRunSQL = `UPDATE runs SET
@@ -25,7 +27,7 @@ const updateRunSQL = `UPDATE runs SET
 
 // InsertRun stores a new run. It fails if a run with the same ID exists.
 func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
-	_, err := q.ExecContext(ctx, insertRunSQL,
+	_, err := b.execPrepared(ctx, q, insertRunSQL,
 		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
 		sqlval.TimeArg(r.ConfirmExpiresAt), sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.CreatedAt), sqlval.TimeArg(r.UpdatedAt),
 	)
@@ -35,7 +37,7 @@ func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run
 // GetRun reads the run with the given ID. A missing run is an error
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, err := scanRun(b.queryRowPrepared(ctx, q, getRunSQL, id))
 	if err != nil {
 		return nil, b.interpretError("find run "+id, err)
 	}
@@ -48,7 +50,7 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // error wrapping [ledger.ErrConflict], and if the run is gone with one
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
-	res, err := q.ExecContext(ctx, updateRunSQL,
+	res, err := b.execPrepared(ctx, q, updateRunSQL,
 		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, sqlval.TimeArg(r.ConfirmExpiresAt),
 		sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.UpdatedAt),
 		r.ID, string(from),

@@ -28,6 +28,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -74,9 +75,13 @@ type Backend struct {
 	db       *sql.DB
 	path     string
 	readOnly bool
+	stmts    sync.Map // query → *sql.Stmt, see prepared.go
 }
 
-var _ ledger.Backend = (*Backend)(nil)
+var (
+	_ ledger.Backend          = (*Backend)(nil)
+	_ ledger.ErrorInterpreter = (*Backend)(nil)
+)
 
 // Open opens the ledger in the SQLite file at path.
 //
@@ -136,6 +141,7 @@ func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, 
 		db.Close()
 		return nil, err
 	}
+	b.prepareHot(ctx)
 	return b, nil
 }
 
@@ -148,7 +154,10 @@ func (b *Backend) Location() string { return b.path }
 
 // Close closes the database. The last connection to close checkpoints the
 // write-ahead log into the main file.
-func (b *Backend) Close() error { return b.interpretError("close", b.db.Close()) }
+func (b *Backend) Close() error {
+	b.closeStatements()
+	return b.interpretError("close", b.db.Close())
+}
 
 // BeginWrite starts a transaction with BEGIN IMMEDIATE, so that it holds the
 // file's write lock from the start. It waits for another writer for at most
