@@ -71,7 +71,7 @@ func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by str
 // asked: a malformed token is refused like a wrong one.
 func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 	if !validID(id, changeIDPrefix) {
-		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+		return changeNotFound(id)
 	}
 	if !trusted && !validToken(token, k.prefix) {
 		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
@@ -96,7 +96,7 @@ func claimConflict(id string, err error) error {
 func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error, error) {
 	c, err := tx.Change(id)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}, nil
+		return nil, changeNotFound(id), nil
 	}
 	if err != nil {
 		return nil, nil, err

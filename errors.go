@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -123,4 +124,18 @@ func ledgerCause(le *LedgerError) string {
 		}
 	}
 	return "internal ledger error"
+}
+
+// changeNotFound is the refusal for an unknown change (or one of another
+// scope). An ID that is not even well formed is quoted and cut short, so
+// that whatever the caller sent is not echoed at length.
+func changeNotFound(id string) error {
+	shown := id
+	if !validID(id, changeIDPrefix) {
+		if len(shown) > 32 {
+			shown = shown[:32] + "…"
+		}
+		shown = strconv.Quote(shown)
+	}
+	return &ChangeError{ChangeID: id, Msg: "change " + shown + " not found"}
 }

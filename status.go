@@ -3,7 +3,6 @@ package changeset
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,7 +25,7 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 		return nil, err
 	}
 	if c.ScopeHash != scope {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+		return nil, changeNotFound(id)
 	}
 	return statusOf(c), nil
 }
@@ -45,11 +44,11 @@ func (g *Guard) Record(ctx context.Context, changeID string) (*ledger.Change, er
 
 func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {
 	if !validID(id, changeIDPrefix) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+		return nil, changeNotFound(id)
 	}
 	c, err := g.ledger.Get(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s not found", id)}
+		return nil, changeNotFound(id)
 	}
 	return c, err
 }
