@@ -25,11 +25,7 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	if err := noArgs(rest); err != nil {
 		return err
 	}
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, false)
+	l, err := c.main.open(ctx, c.ledger, false)
 	if err != nil {
 		return err
 	}

@@ -27,11 +27,7 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 	if err := noArgs(rest); err != nil {
 		return err
 	}
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, c.yes)
+	l, err := c.main.open(ctx, c.ledger, c.yes)
 	if err != nil {
 		return err
 	}

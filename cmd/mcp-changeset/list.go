@@ -36,11 +36,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, false)
+	l, err := c.main.open(ctx, c.ledger, false)
 	if err != nil {
 		return err
 	}

@@ -241,6 +241,16 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
+// open opens the ledger named by a subcommand's --ledger flag (or the
+// environment), for writing only when write is set.
+func (m *Main) open(ctx context.Context, flagValue string, write bool) (*ledger.Ledger, error) {
+	target, err := m.ledgerTarget(flagValue)
+	if err != nil {
+		return nil, err
+	}
+	return openLedger(ctx, target, write)
+}
+
 // openLedger opens the ledger target names without ever creating it,
 // read-only unless write is set.
 func openLedger(ctx context.Context, target string, write bool) (*ledger.Ledger, error) {

@@ -53,11 +53,7 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 	case c.keep < 0:
 		return usagef("--keep must not be negative, not %d", c.keep)
 	}
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, c.yes)
+	l, err := c.main.open(ctx, c.ledger, c.yes)
 	if err != nil {
 		return err
 	}

@@ -40,11 +40,7 @@ func (c *ReconcileCommand) Run(ctx context.Context, args []string) error {
 	if strings.TrimSpace(c.note) == "" {
 		return usagef("--note is required: say what you checked on the remote system and what you found")
 	}
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, c.yes)
+	l, err := c.main.open(ctx, c.ledger, c.yes)
 	if err != nil {
 		return err
 	}

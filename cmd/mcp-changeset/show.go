@@ -34,11 +34,7 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 		return usagef("show takes exactly one change ID, got %d arguments", len(rest))
 	}
 	id := rest[0]
-	target, err := c.main.ledgerTarget(c.ledger)
-	if err != nil {
-		return err
-	}
-	l, err := openLedger(ctx, target, false)
+	l, err := c.main.open(ctx, c.ledger, false)
 	if err != nil {
 		return err
 	}
