@@ -12,6 +12,7 @@ import (
 	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,7 +30,7 @@ type approvalFixture struct {
 	guard  *changeset.Guard
 	server *mcp.Server
 	store  *kv
-	clock  *clock
+	clock  *testkit.Clock
 }
 
 func newApprovalFixture(t *testing.T, edit ...func(*changeset.Options)) *approvalFixture {
@@ -38,7 +39,7 @@ func newApprovalFixture(t *testing.T, edit ...func(*changeset.Options)) *approva
 		t:     t,
 		path:  filepath.Join(t.TempDir(), "ledger.db"),
 		store: &kv{m: map[string]string{"theme": "light", "language": "en"}},
-		clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
+		clock: testkit.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 	}
 	opts := changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Clock: f.clock.Now,
 		Approval: changeset.UserApproval}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,24 +49,6 @@ type setOut struct {
 	Previous string `json:"previous"`
 }
 
-// clock is a settable clock for tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // fixture is a Guard with test operations over a fresh ledger file, and a
 // go-sdk client connected to its server over in-memory transports.
 type fixture struct {
@@ -73,7 +56,7 @@ type fixture struct {
 	path    string
 	guard   *changeset.Guard
 	store   *kv
-	clock   *clock
+	clock   *testkit.Clock
 	session *mcp.ClientSession
 }
 
@@ -84,7 +67,7 @@ func newFixture(t *testing.T, edit ...func(*changeset.Options)) *fixture {
 		t:     t,
 		path:  filepath.Join(t.TempDir(), "ledger.db"),
 		store: &kv{m: map[string]string{"theme": "light", "language": "en"}},
-		clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
+		clock: testkit.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 	}
 	opts := changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Clock: f.clock.Now}
 	for _, e := range edit {

@@ -15,6 +15,7 @@ import (
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/dashboard"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -61,24 +62,6 @@ type kvIn struct {
 // kvPrev is what an apply replaced: nil when the key did not exist.
 type kvPrev struct {
 	Previous *string `json:"previous"`
-}
-
-// clock is a settable clock shared by the Guard and the dashboard.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // registerOps registers the operations the tests drive:
@@ -155,7 +138,7 @@ type fixture struct {
 	t       *testing.T
 	guard   *changeset.Guard
 	store   *store
-	clock   *clock
+	clock   *testkit.Clock
 	session *mcp.ClientSession
 	dash    *dashboard.Dashboard
 	tokens  []string // every token minted for the agent, and every session ID
@@ -170,7 +153,7 @@ func newFixture(t *testing.T, edit ...func(*changeset.Options, *dashboard.Option
 	f := &fixture{
 		t:     t,
 		store: &store{m: map[string]string{"theme": "light", "language": "en", "motd": "hello", "volume": "5"}},
-		clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
+		clock: testkit.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 	}
 	opts := changeset.Options{LedgerPath: filepath.Join(t.TempDir(), "ledger.db"), WriteMode: changeset.WriteGuarded, Clock: f.clock.Now}
 	dopts := dashboard.Options{LoginToken: loginToken, Person: "ana", Now: f.clock.Now}

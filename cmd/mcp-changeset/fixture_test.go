@@ -14,6 +14,7 @@ import (
 	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -96,24 +97,6 @@ func registerOps(g *changeset.Guard, s *store) {
 	})
 }
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // fixture is a ledger file populated through the library: one or more
 // changes in every status, old and recent, and runs.
 type fixture struct {
@@ -132,7 +115,7 @@ func populate(t *testing.T) *fixture {
 	ctx := context.Background()
 	f := &fixture{path: filepath.Join(t.TempDir(), "ledger.db"), ids: map[string]string{}}
 	s := &store{m: map[string]string{}}
-	clk := &clock{}
+	clk := testkit.NewClock(time.Time{})
 	server := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, nil)
 	g, err := changeset.New(server, changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Clock: clk.Now})
 	if err != nil {
