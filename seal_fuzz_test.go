@@ -1,0 +1,37 @@
+package changeset
+
+import (
+	"crypto/rand"
+	"testing"
+)
+
+// FuzzOpenSealedState feeds arbitrary request states to open: none may
+// panic, and whatever opens must be exactly the state this sealer made, for
+// the call it was made for. (A spelling of the same bytes that base64
+// tolerates, such as an inserted newline, may open: it carries nothing
+// new.) The seeds include a genuine state and mutations of it.
+func FuzzOpenSealedState(f *testing.F) {
+	key := make([]byte, ApprovalKeySize)
+	rand.Read(key)
+	s, err := newSealer(key)
+	if err != nil {
+		f.Fatal(err)
+	}
+	want := sealedState{Tool: "apply_change", ID: "chg_00000000000000000001", Purpose: purposeApply, Hash: "h", Scope: "s", Expires: 42}
+	genuine := s.seal(want)
+	f.Add(genuine, "apply_change", "chg_00000000000000000001")
+	f.Add(genuine[:len(genuine)-1], "apply_change", "chg_00000000000000000001")
+	f.Add(genuine+"A", "apply_change", "chg_00000000000000000001")
+	f.Add(genuine, "undo_change", "chg_00000000000000000001")
+	f.Add("", "apply_change", "chg_00000000000000000001")
+	f.Add("v1.AAAA", "apply_change", "")
+	f.Fuzz(func(t *testing.T, state, tool, id string) {
+		st, err := s.open(state, tool, id)
+		if err != nil {
+			return
+		}
+		if *st != want || tool != want.Tool || id != want.ID {
+			t.Fatalf("a state this sealer did not make for this call opened: %q for %s %s → %+v", state, tool, id, st)
+		}
+	})
+}
