@@ -116,19 +116,8 @@ func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.Ch
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
-	var out []*ledger.Change
-	for rows.Next() {
-		c, err := scanChange(rows)
-		if err != nil {
-			rows.Close()
-			return nil, b.interpretError(op, err)
-		}
-		out = append(out, c)
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, b.interpretError(op, err)
-	}
-	return out, nil
+	out, err := sqlval.ScanAll(rows, scanChange)
+	return out, b.interpretError(op, err)
 }
 
 // DeleteChanges deletes the changes with the given IDs whose status is

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // constraints are the named constraints of the ledger's tables (see
@@ -111,7 +112,7 @@ func (b *Backend) checkConstraints(ctx context.Context, table string) ([]string,
 			validated[*name] = ok != nil && *ok
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := sqlval.CloseRows(rows); err != nil {
 		return nil, err
 	}
 	if !exists {

@@ -84,19 +84,8 @@ func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFi
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
-	var out []*ledger.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			rows.Close()
-			return nil, b.interpretError(op, err)
-		}
-		out = append(out, r)
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, b.interpretError(op, err)
-	}
-	return out, nil
+	out, err := sqlval.ScanAll(rows, scanRun)
+	return out, b.interpretError(op, err)
 }
 
 // DeleteRuns deletes the runs with the given IDs that no change refers to
@@ -121,7 +110,7 @@ func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string
 		}
 		for rows.Next() {
 		}
-		if err := closeRows(rows); err != nil {
+		if err := sqlval.CloseRows(rows); err != nil {
 			return err
 		}
 		res, err := q.ExecContext(ctx, b.sql.deleteRuns, ids)

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"database/sql"
 	"strconv"
 	"strings"
 )
@@ -35,13 +34,4 @@ func stringSlice[S ~string](s []S) []string {
 		out[i] = string(v)
 	}
 	return out
-}
-
-// closeRows closes rows and returns the error that ended the iteration.
-func closeRows(rows *sql.Rows) error {
-	err := rows.Err()
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // Check runs SQLite's PRAGMA integrity_check and PRAGMA foreign_key_check
@@ -76,14 +77,5 @@ func (b *Backend) eachRow(ctx context.Context, query string, fn func(*sql.Rows) 
 			return err
 		}
 	}
-	return closeRows(rows)
-}
-
-// closeRows closes rows and returns the error that ended the iteration.
-func closeRows(rows *sql.Rows) error {
-	err := rows.Err()
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return sqlval.CloseRows(rows)
 }

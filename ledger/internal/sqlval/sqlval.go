@@ -146,3 +146,31 @@ func LoadMigrations(fsys fs.FS, dir, pkg string, want int) []Migration {
 	}
 	return ms
 }
+
+// ScanAll reads every row of rows with scan and closes rows. It returns the
+// first error of scanning, iterating or closing.
+func ScanAll[T any](rows *sql.Rows, scan func(Scanner) (T, error)) ([]T, error) {
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := CloseRows(rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CloseRows closes rows and returns the error that ended the iteration, if
+// any, or else the error of closing.
+func CloseRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
