@@ -46,6 +46,9 @@ type Backend interface {
 	UpdateChange(ctx context.Context, q Querier, c *Change, from Status) error
 	// ListChanges returns the changes that match f, newest first.
 	ListChanges(ctx context.Context, q Querier, f ChangeFilter) ([]*Change, error)
+	// CountChanges returns how many changes match f (its Limit and Before
+	// are ignored).
+	CountChanges(ctx context.Context, q Querier, f ChangeFilter) (int, error)
 	// DeleteChanges deletes the changes with the given IDs whose status is
 	// still one of statuses and reports how many it deleted.
 	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []Status) (int, error)
@@ -80,13 +83,30 @@ type Backend interface {
 type ChangeFilter struct {
 	Statuses      []Status
 	RunID         string
+	ScopeHash     string
 	UpdatedBefore time.Time // updated strictly before this instant
-	Limit         int       // at most this many; 0 means all
+	// DependsOn selects changes whose DependsOn lists this resource.
+	DependsOn string
+	// Before selects changes that come after this key in the list's
+	// order (newest first): created earlier, or at the same microsecond
+	// with a smaller ID. It is how callers page through a list.
+	Before *ChangeKey
+	Limit  int // at most this many; 0 means all
+}
+
+// ChangeKey is a change's place in a list, newest first: its creation time
+// and ID. A page's last key starts the next page (ChangeFilter.Before).
+type ChangeKey struct {
+	CreatedAt time.Time
+	ID        string
 }
 
 // RunFilter selects runs for [Backend.ListRuns]. Zero fields do not filter.
 type RunFilter struct {
-	Statuses  []RunStatus
-	ScopeHash string
-	Limit     int
+	Statuses      []RunStatus
+	ScopeHash     string
+	Kind          RunKind
+	SessionKey    string
+	UpdatedBefore time.Time // updated strictly before this instant
+	Limit         int
 }

@@ -75,6 +75,38 @@ func (s Status) Terminal() bool {
 // recorded the outcome: Applying or Undoing.
 func (s Status) InFlight() bool { return s == Applying || s == Undoing }
 
+// Failure is the kind of failure of an ApplyFailed or UndoFailed change.
+type Failure string
+
+// The kinds of failure.
+const (
+	// FailureStateChanged: the state check refused the change because its
+	// resource no longer looked as the preview (or the apply) left it.
+	// Nothing was written.
+	FailureStateChanged Failure = "state_changed"
+	// FailureError: the operation returned an error or panicked.
+	FailureError Failure = "error"
+	// FailureResultTooLarge: the apply wrote, but its result was over
+	// the limit, so the change has no undo.
+	FailureResultTooLarge Failure = "result_too_large"
+	// FailureInterrupted: the process stopped while the change was in
+	// flight and an operator reconciled it.
+	FailureInterrupted Failure = "interrupted"
+)
+
+// Failures lists every kind of failure.
+var Failures = []Failure{FailureStateChanged, FailureError, FailureResultTooLarge, FailureInterrupted}
+
+// Valid reports whether f is one of the kinds above.
+func (f Failure) Valid() bool {
+	for _, v := range Failures {
+		if f == v {
+			return true
+		}
+	}
+	return false
+}
+
 // Change is one row of the ledger: a previewed change and everything that
 // happened to it since. JSON values (Payload, Diff, Result, Before, After)
 // are stored in canonical form so that equal values have equal bytes.
@@ -96,6 +128,10 @@ type Change struct {
 	// changes to the same thing within a run can be related. Empty means the
 	// change is its own resource.
 	Resource string
+	// DependsOn names resources the change relies on without changing them
+	// (a funnel that uses "rule:42"): a run undo does not remove a resource
+	// that a change it keeps depends on. Fixed at preview; nil when none.
+	DependsOn []string
 
 	Payload     json.RawMessage // canonical JSON: exactly what apply will receive
 	PayloadHash string          // SHA-256 of Payload, hex
@@ -126,6 +162,14 @@ type Change struct {
 	// Error is its full text, for operators only.
 	ErrorType string
 	Error     string
+	// Failure says why an ApplyFailed or UndoFailed change failed: one of
+	// the Failure kinds (FailureStateChanged, …); empty for every other
+	// status.
+	Failure Failure
+	// NothingWritten is true when the library knows that a failed change
+	// wrote nothing: its state check refused it, or its transaction rolled
+	// back. False means a write may have happened, not that one did.
+	NothingWritten bool
 	// Note is free text from an operator who reconciled the change.
 	Note string
 	// AppliedBy and UndoneBy name who claimed the apply and the undo:
@@ -160,6 +204,9 @@ func (c *Change) Clone() *Change {
 	}
 	if c.RedactFields != nil {
 		d.RedactFields = append([]string(nil), c.RedactFields...)
+	}
+	if c.DependsOn != nil {
+		d.DependsOn = append([]string(nil), c.DependsOn...)
 	}
 	return &d
 }

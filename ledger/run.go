@@ -34,6 +34,18 @@ func (s RunStatus) Valid() bool {
 	return false
 }
 
+// RunKind says how a run was started.
+type RunKind string
+
+// The kinds of run.
+const (
+	// RunTask: started by start_run (or Guard.StartRun) for a named task.
+	RunTask RunKind = "task"
+	// RunSession: started by the library for a caller's session, joined
+	// by the previews that name no run.
+	RunSession RunKind = "session"
+)
+
 // Run groups the changes of one agent task so that they can be reviewed and
 // undone as a unit.
 type Run struct {
@@ -41,6 +53,11 @@ type Run struct {
 	Label     string
 	ScopeHash string
 	Status    RunStatus
+	// Kind says how the run was started: RunTask or RunSession.
+	Kind RunKind
+	// SessionKey identifies the session (or principal) a session run
+	// belongs to: a digest, never shown to people. Empty for task runs.
+	SessionKey string
 
 	// PlanHash and ConfirmHash bind the confirmation token of the latest
 	// undo dry run to the plan it showed; ConfirmExpiresAt is that token's

@@ -223,3 +223,9 @@ func scanChange(s sqlval.Scanner) (*ledger.Change, error) {
 	c.RedactedAt = sqlval.TimeFrom(redactedAt)
 	return &c, nil
 }
+
+// CountChanges returns how many changes match f.
+// TODO(wave2): implemented by the ledger layer's work; placeholder.
+func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
+	return 0, b.interpretError("count changes in", errNotYet)
+}

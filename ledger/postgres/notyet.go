@@ -1,0 +1,5 @@
+package postgres
+
+import "errors"
+
+var errNotYet = errors.New("not yet implemented")

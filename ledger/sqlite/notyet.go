@@ -1,0 +1,5 @@
+package sqlite
+
+import "errors"
+
+var errNotYet = errors.New("not yet implemented")
