@@ -3,6 +3,7 @@ package changeset
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -197,7 +198,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 			Msg: fmt.Sprintf("change %s was applied, but its result cannot be stored (%v); it has no undo", c.ID, err)}
 	}
 	if len(result) > g.opts.MaxResultBytes {
-		return nil, &ChangeError{ChangeID: c.ID,
+		return nil, &ChangeError{ChangeID: c.ID, Err: errResultTooLarge,
 			Msg: fmt.Sprintf("change %s was applied, but its result of %d bytes is over the limit of %d; it has no undo", c.ID, len(result), g.opts.MaxResultBytes)}
 	}
 	if r.observe != nil {
@@ -251,15 +252,17 @@ func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) err
 // text, and returns the error the agent should see.
 func (g *Guard) fail(ctx context.Context, c *ledger.Change, by string, cause error) error {
 	from := c.Status
-	markFailed(c, cause)
+	markFailed(c, cause, false)
 	if err := g.finish(ctx, c, from, by); err != nil {
 		g.log.Error("failure not recorded", "change_id", c.ID, "err", err)
 	}
 	return failureText(c, cause)
 }
 
-// markFailed moves an in-flight change to its failed status.
-func markFailed(c *ledger.Change, cause error) {
+// markFailed moves an in-flight change to its failed status, with the
+// kind of failure and whether the library knows nothing was written:
+// rolledBack says the operation ran inside a transaction that rolled back.
+func markFailed(c *ledger.Change, cause error, rolledBack bool) {
 	if c.Status == ledger.Undoing {
 		c.Status = ledger.UndoFailed
 	} else {
@@ -267,7 +270,32 @@ func markFailed(c *ledger.Change, cause error) {
 	}
 	c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
 	c.UndoHash = ""
+	c.Failure, c.NothingWritten = failureOf(cause), rolledBack
+	var sc *StateChangedError
+	if errors.As(cause, &sc) || errors.Is(cause, errNothingRan) {
+		c.NothingWritten = true // refused before the operation wrote
+	}
 }
+
+// failureOf classifies why a change failed.
+func failureOf(cause error) ledger.Failure {
+	var sc *StateChangedError
+	switch {
+	case errors.As(cause, &sc):
+		return ledger.FailureStateChanged
+	case errors.Is(cause, errResultTooLarge):
+		return ledger.FailureResultTooLarge
+	}
+	return ledger.FailureError
+}
+
+// Causes of failure the library itself finds.
+var (
+	// errResultTooLarge: Apply returned a result over MaxResultBytes.
+	errResultTooLarge = errors.New("result too large")
+	// errNothingRan: the operation's code was never called.
+	errNothingRan = errors.New("operation not run")
+)
 
 // storableText makes error text storable in every ledger backend: valid
 // UTF-8 without NUL bytes (PostgreSQL refuses both in text columns).
@@ -292,7 +320,7 @@ func failureText(c *ledger.Change, cause error) error {
 }
 
 func errOperationGone(c *ledger.Change) error {
-	return &ChangeError{ChangeID: c.ID, Msg: fmt.Sprintf("change %s failed: this server no longer has the operation %q (or its undo)", c.ID, c.Action)}
+	return &ChangeError{ChangeID: c.ID, Err: errNothingRan, Msg: fmt.Sprintf("change %s failed: this server no longer has the operation %q (or its undo)", c.ID, c.Action)}
 }
 
 // observe calls an operation's Observe and returns its canonical JSON.

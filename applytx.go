@@ -40,7 +40,7 @@ func (g *Guard) recordTxFailure(ctx context.Context, k claimKind, id, token, sco
 		if err != nil || ref != nil {
 			return err // someone else moved it meanwhile; nothing to record
 		}
-		markFailed(c, cause)
+		markFailed(c, cause, true)
 		failed = c
 		return tx.UpdateChange(c, k.from)
 	})

@@ -37,9 +37,9 @@ func (g *Guard) addApprovalUndoRun() {
 // approveUndoRun is undo_run(dry_run=false) with user approval. Without an
 // answer it walks the run as the dry run does (writing nothing) and asks
 // the user about that plan, sealing the plan's hash in the state. With an
-// answer it verifies the state and the answer, walks the run again and
+// answer it verifies the state and the answer, plans the run again and
 // refuses if the plan is no longer the one the user approved; otherwise it
-// claims and undoes the run through the trusted path.
+// claims the run and carries out that plan through the trusted path.
 func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, token string) (*mcp.CallToolResult, *RunReport, error) {
 	const verb = "undone"
 	tool := g.toolName("undo_run")
@@ -66,7 +66,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		rep, err := decodeReport(r.Report)
 		return nil, rep, err
 	case ledger.RunUndoing:
-		return nil, nil, Refuse("run %s is being undone by another request; ask again with get_run when it finishes", r.ID)
+		return nil, nil, runBusy(r.ID)
 	}
 	if !g.WritesEnabled() {
 		return nil, nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
@@ -77,7 +77,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if st == nil && !canElicitForm(req) {
 		return nil, nil, noElicitation(subject, verb)
 	}
-	plan, err := g.walkRun(ctx, r, false, approvalActor)
+	plan, err := g.planRun(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,6 +94,6 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if err != nil || stored != nil {
 		return nil, stored, err
 	}
-	rep, err := g.executeRun(ctx, r, approvalActor)
+	rep, err := g.executeRun(ctx, r, plan, plan.actions(), approvalActor)
 	return nil, rep, err
 }

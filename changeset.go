@@ -26,6 +26,8 @@ type Guard struct {
 	log        *slog.Logger
 	sealer     *sealer // seals the request state of UserApproval; nil otherwise
 
+	conns connections // IDs of sessions that have none (session runs)
+
 	mu    sync.RWMutex
 	ops   map[string]*op  // by operation name, without prefix
 	tools map[string]bool // the names of the tools the Guard registered

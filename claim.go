@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -93,6 +94,8 @@ func claimConflict(id string, err error) error {
 // tx), the undo is possible, the token matches, and a change of a run
 // is applied only while the run is open. It returns the change with its
 // in-flight status set and its token spent, not yet written, or a refusal.
+// The stored payload is hashed again: a token binds the payload's hash,
+// and this binds the hash to the bytes Apply will receive.
 func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error, error) {
 	c, err := tx.Change(id)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
@@ -100,6 +103,10 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string,
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if canonjson.Hash(c.Payload) != c.PayloadHash {
+		return nil, &ChangeError{ChangeID: id, Err: ledger.Errorf("verify the stored payload of change "+id+" in", g.ledger.Location(), ledger.ErrCorrupt),
+			Msg: fmt.Sprintf("change %s was refused: its stored payload does not match the payload that was previewed (the ledger was altered outside the library); nothing was applied and no token was spent. An operator should check the ledger", id)}, nil
 	}
 	now := g.now()
 	if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {

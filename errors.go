@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -15,7 +16,7 @@ import (
 // explain a failure the agent may act on.
 //
 // Every other error that Apply or Undo returns reaches the agent reduced to
-// its Go type name (for example "*fs.PathError"), so that paths, hostnames
+// its Go type name (for example "fs.PathError"), so that paths, hostnames
 // and credentials in error text stay on the server; the full text is kept in
 // the ledger for operators.
 type ChangeError struct {
@@ -98,16 +99,17 @@ func agentText(err error) string {
 }
 
 // typeName is the Go type of the outermost error in err's chain that is not
-// a plain wrapper made by fmt.Errorf, e.g. "*fs.PathError".
+// a plain wrapper made by fmt.Errorf, without a pointer's star, e.g.
+// "fs.PathError".
 func typeName(err error) string {
 	for e := err; e != nil; {
 		t := reflect.TypeOf(e).String()
 		if t != "*fmt.wrapError" && t != "*fmt.wrapErrors" {
-			return t
+			return strings.TrimLeft(t, "*")
 		}
 		next := errors.Unwrap(e)
 		if next == nil {
-			return t
+			return strings.TrimLeft(t, "*")
 		}
 		e = next
 	}

@@ -68,6 +68,7 @@ type storedProposal struct {
 	summary  string
 	warnings []string
 	resource string
+	depends  []string
 	// state is the canonical Snapshot the preview was computed from, or
 	// nil when the proposal carries none.
 	state json.RawMessage
@@ -123,6 +124,12 @@ func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
 	return e
 }
 
+// Bounds of a proposal's resource names.
+const (
+	maxDependsOn     = 32
+	maxResourceBytes = 512
+)
+
 // canonicalProposal converts a typed proposal to canonical JSON, refusing
 // values that have no faithful JSON form (invalid UTF-8, NaN).
 func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
@@ -138,12 +145,20 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	if err != nil {
 		return storedProposal{}, Refuse("the proposal's diff cannot be stored: %v", err)
 	}
-	for _, s := range append([]string{p.Summary, p.Resource}, p.Warnings...) {
+	for _, s := range append(append([]string{p.Summary, p.Resource}, p.Warnings...), p.DependsOn...) {
 		if !utf8.ValidString(s) {
-			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource or warnings hold invalid UTF-8")
+			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource, warnings or dependencies hold invalid UTF-8")
 		}
 	}
-	sp := storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource}
+	if len(p.DependsOn) > maxDependsOn {
+		return storedProposal{}, Refuse("the proposal names %d resources it depends on, over the limit of %d", len(p.DependsOn), maxDependsOn)
+	}
+	for _, d := range p.DependsOn {
+		if d == "" || len(d) > maxResourceBytes {
+			return storedProposal{}, Refuse("a resource the proposal depends on must be 1 to %d bytes", maxResourceBytes)
+		}
+	}
+	sp := storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource, depends: p.DependsOn}
 	if p.Snapshot != nil {
 		if sp.state, err = canonjson.Marshal(p.Snapshot.Value); err != nil {
 			return storedProposal{}, Refuse("the proposal's snapshot cannot be stored: %v", err)

@@ -74,6 +74,21 @@ type Options struct {
 	Scope     string
 	ScopeFunc ScopeFunc
 
+	// Principal names the caller of a request: the user behind the agent.
+	// When nil, the Guard takes the bearer token's user
+	// (req.Extra.TokenInfo.UserID) over HTTP, else the client's name from
+	// its initialize request. Where requests carry no session (stateless
+	// HTTP) the principal keys the caller's session run.
+	Principal PrincipalFunc
+
+	// NoSessionRuns turns session runs off: a preview without run_id then
+	// joins no run. By default it joins the run of its caller's session,
+	// started by the Guard (see SessionRunIdle).
+	NoSessionRuns bool
+	// SessionRunIdle is how long a session run waits for another preview
+	// before the session's next preview starts a new one (default 30 min).
+	SessionRunIdle time.Duration
+
 	// Prefix goes in front of every tool name the Guard registers.
 	Prefix string
 	// NoSharedTools leaves out apply_change, undo_change and
@@ -124,6 +139,7 @@ func (o Options) resolve() (Options, error) {
 	setDuration(&o.UndoTTL, DefaultUndoTTL)
 	setDuration(&o.BusyTimeout, DefaultBusyTimeout)
 	setDuration(&o.MaxClockSkew, DefaultMaxClockSkew)
+	setDuration(&o.SessionRunIdle, DefaultSessionRunIdle)
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
@@ -158,6 +174,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("changeset: MaxPayloadBytes and MaxResultBytes must not be negative")
 	case o.BusyTimeout < 0:
 		return o, fmt.Errorf("changeset: BusyTimeout %v is negative", o.BusyTimeout)
+	case o.SessionRunIdle < 0:
+		return o, fmt.Errorf("changeset: SessionRunIdle %v is negative", o.SessionRunIdle)
 	case o.MaxClockSkew < 0:
 		return o, fmt.Errorf("changeset: MaxClockSkew %v is negative", o.MaxClockSkew)
 	case o.WriteMode != "" && o.WriteMode != WriteGuarded && o.WriteMode != WriteDisabled:

@@ -65,6 +65,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		ScopeHash:     scope,
 		RunID:         runID,
 		Resource:      p.resource,
+		DependsOn:     p.depends,
 		Payload:       p.payload,
 		PayloadHash:   canonjson.Hash(p.payload),
 		Diff:          p.diff,
@@ -80,6 +81,12 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	}
 	token := newToken(confirmPrefix)
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
+	var sessionKey string
+	if runID == "" && !g.opts.NoSessionRuns {
+		if sessionKey, err = g.sessionKey(ctx, req); err != nil {
+			return nil, err
+		}
+	}
 
 	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
@@ -89,17 +96,24 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 			}
 			c.StateHash = canonjson.Hash(state)
 		}
-		if runID != "" {
+		switch {
+		case runID != "":
 			if err := g.checkRunOpen(tx, runID, scope); err != nil {
 				return err
 			}
+		case sessionKey != "":
+			id, err := g.sessionRun(tx, req, sessionKey, scope, now)
+			if err != nil {
+				return err
+			}
+			c.RunID = id
 		}
 		return tx.InsertChange(c)
 	})
 	if err != nil {
 		return nil, err
 	}
-	g.log.Info("change previewed", "change_id", c.ID, "action", c.Action, "run_id", runID)
+	g.log.Info("change previewed", "change_id", c.ID, "action", c.Action, "run_id", c.RunID)
 
 	res := &PreviewResult{
 		Status:            "preview",
@@ -110,7 +124,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		ConfirmationToken: token,
 		ExpiresAt:         formatTime(c.ExpiresAt),
 		WritesEnabled:     g.WritesEnabled(),
-		RunID:             runID,
+		RunID:             c.RunID,
 		Warnings:          c.Warnings,
 	}
 	res.NextStep = previewNextStep(res.WritesEnabled)

@@ -26,6 +26,12 @@ type Proposal[P any] struct {
 	// so that a run's undo can relate changes to the same thing. Leave it
 	// empty when each change stands alone.
 	Resource string
+	// DependsOn names resources this change relies on without changing
+	// them, in the same naming as Resource: a funnel that uses the rule
+	// "rule:42" depends on it. A run's undo does not remove a resource
+	// that a change it keeps depends on (a change people kept, or one
+	// outside the run); it skips that undo and says why.
+	DependsOn []string
 	// Snapshot, when set, is the state the Preview read to compute this
 	// proposal, as Observe would return it. The Guard then binds the change
 	// to it instead of calling Observe after the Preview, which closes the

@@ -68,27 +68,35 @@ type ChangeStatus struct {
 	UndoExpiresAt string     `json:"undo_expires_at,omitempty"`
 	UndoneAt      string     `json:"undone_at,omitempty"`
 	Error         string     `json:"error,omitempty" jsonschema:"the Go type name of the error that failed the change"`
+	// Failure says why an apply_failed or undo_failed change failed:
+	// state_changed, error, result_too_large or interrupted.
+	Failure string `json:"failure,omitempty" jsonschema:"why the change failed: state_changed, error, result_too_large or interrupted"`
+	// NothingWritten is true when the library knows the failed change
+	// wrote nothing.
+	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"true when the failed change is known to have written nothing"`
 }
 
 // statusOf builds the agent's view of a change.
 func statusOf(c *ledger.Change) *ChangeStatus {
 	return &ChangeStatus{
-		ChangeID:      c.ID,
-		Action:        c.Action,
-		Status:        string(c.Status),
-		Summary:       c.Summary,
-		Diff:          diffViews(c.Diff),
-		RunID:         c.RunID,
-		Resource:      c.Resource,
-		Warnings:      c.Warnings,
-		Undoable:      c.Undoable,
-		CreatedAt:     formatTime(c.CreatedAt),
-		UpdatedAt:     formatTime(c.UpdatedAt),
-		ExpiresAt:     formatTime(c.ExpiresAt),
-		AppliedAt:     formatTime(c.AppliedAt),
-		UndoExpiresAt: formatTime(c.UndoExpiresAt),
-		UndoneAt:      formatTime(c.UndoneAt),
-		Error:         c.ErrorType,
+		ChangeID:       c.ID,
+		Action:         c.Action,
+		Status:         string(c.Status),
+		Summary:        c.Summary,
+		Diff:           diffViews(c.Diff),
+		RunID:          c.RunID,
+		Resource:       c.Resource,
+		Warnings:       c.Warnings,
+		Undoable:       c.Undoable,
+		CreatedAt:      formatTime(c.CreatedAt),
+		UpdatedAt:      formatTime(c.UpdatedAt),
+		ExpiresAt:      formatTime(c.ExpiresAt),
+		AppliedAt:      formatTime(c.AppliedAt),
+		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
+		UndoneAt:       formatTime(c.UndoneAt),
+		Error:          c.ErrorType,
+		Failure:        string(c.Failure),
+		NothingWritten: c.NothingWritten,
 	}
 }
 

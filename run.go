@@ -12,7 +12,8 @@ import (
 
 // A run groups the changes of one agent task, so that people can review
 // everything the agent did as one unit and take it back in one step. The
-// agent starts a run with start_run and passes its ID on every preview.
+// agent starts a run with start_run and passes its ID on every preview; a
+// preview without one joins the caller's session run (see session.go).
 
 // maxLabelBytes caps a run's label.
 const maxLabelBytes = 200
@@ -20,9 +21,12 @@ const maxLabelBytes = 200
 // RunInfo is a run as the agent and trusted code see it: no tokens, no
 // digests.
 type RunInfo struct {
-	RunID     string `json:"run_id"`
-	Label     string `json:"label"`
-	Status    string `json:"status"`
+	RunID  string `json:"run_id"`
+	Label  string `json:"label"`
+	Status string `json:"status"`
+	// Kind is "task" for a run started with start_run, "session" for the
+	// run the Guard keeps for a caller's session.
+	Kind      string `json:"kind" jsonschema:"task (started with start_run) or session (kept for the caller's session)"`
 	CreatedAt string `json:"created_at"`
 	UpdatedAt string `json:"updated_at"`
 }
@@ -50,7 +54,7 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 		return nil, err
 	}
 	now := g.now()
-	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, CreatedAt: now, UpdatedAt: now}
+	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: now, UpdatedAt: now}
 	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRun(r) }); err != nil {
 		return nil, err
 	}
@@ -156,6 +160,10 @@ func runNotFound(id string) error {
 }
 
 func runInfo(r *ledger.Run) *RunInfo {
-	return &RunInfo{RunID: r.ID, Label: r.Label, Status: string(r.Status),
+	kind := r.Kind
+	if kind == "" {
+		kind = ledger.RunTask
+	}
+	return &RunInfo{RunID: r.ID, Label: r.Label, Status: string(r.Status), Kind: string(kind),
 		CreatedAt: formatTime(r.CreatedAt), UpdatedAt: formatTime(r.UpdatedAt)}
 }

@@ -37,6 +37,13 @@ type RunReport struct {
 	Irreversible []RunNote `json:"irreversible"`
 	// Failed lists changes whose undo was attempted and failed.
 	Failed []RunNote `json:"failed,omitzero"`
+	// NotCarriedOut lists, after a real undo, the changes of the reviewed
+	// plan that were not undone after all (each is in Skipped or Failed
+	// with the reason): their check failed right before the inverse.
+	NotCarriedOut []string `json:"not_carried_out,omitzero"`
+	// Notes say what the library could not know for certain, such as two
+	// changes it related by their states because neither names a Resource.
+	Notes []RunNote `json:"notes,omitzero"`
 
 	ConfirmationToken string `json:"confirmation_token,omitempty"`
 	ExpiresAt         string `json:"expires_at,omitempty"`
@@ -60,11 +67,17 @@ type RunStep struct {
 	Transactional bool `json:"transactional,omitempty"`
 }
 
-// RunNote is a change in a run report with the reason it is listed.
+// RunNote is a change in a run report with the reason it is listed. For
+// a skipped change, Drift says what the undo expected to find (the state
+// the change left) and what it found; it is empty when there is nothing to
+// compare (no snapshot, no state).
 type RunNote struct {
-	ChangeID string `json:"change_id"`
-	Action   string `json:"action"`
-	Reason   string `json:"reason"`
+	ChangeID string  `json:"change_id"`
+	Action   string  `json:"action"`
+	Resource string  `json:"resource"`
+	Summary  string  `json:"summary"`
+	Reason   string  `json:"reason"`
+	Drift    []Drift `json:"drift"`
 }
 
 // The verdicts of a plan step.
@@ -76,7 +89,8 @@ const (
 )
 
 // runPlan is what undoing a run will do, decided by one walk over the run's
-// applied changes. Its hash binds a dry run's token to it.
+// applied changes (planRun), or what it did (executePlan). Its hash binds a
+// dry run's token to its decisions.
 type runPlan struct {
 	steps []planStep // newest first
 	hash  string
@@ -86,14 +100,44 @@ type planStep struct {
 	c        *ledger.Change
 	verdict  string
 	reason   string
+	drift    []Drift
 	warnings []string // of a change that is undone, but not exactly
 	failed   string   // why an undo that was tried failed
 	tx       bool     // a TxOperation's step, run inside a transaction
+	// linkedTo names the newer change this one was related to by state,
+	// because neither names a Resource (see walk.assignResources).
+	linkedTo string
+	// netState is, for a no-net-change step, the state its resource must
+	// still be in for the undo to need no write.
+	netState json.RawMessage
+	// reviewed is set by executePlan on the steps of the reviewed plan
+	// that it was to carry out; late on changes that joined the run after
+	// the plan was made.
+	reviewed, late bool
 }
 
-// UndoRun undoes a run on behalf of a person acting through trusted code (a
-// dashboard), without a token. With dryRun it only reports what the undo
-// would do and changes nothing. by names the person (see Person) and is
+// carriesOut reports whether the step's verdict is one the undo acts on.
+func (s *planStep) carriesOut() bool {
+	return s.verdict == verdictUndo || s.verdict == verdictNoNetChange
+}
+
+// actions returns the IDs of the changes the plan undoes or closes.
+func (p *runPlan) actions() map[string]bool {
+	ids := map[string]bool{}
+	for _, s := range p.steps {
+		if s.carriesOut() {
+			ids[s.c.ID] = true
+		}
+	}
+	return ids
+}
+
+// UndoRun undoes a run on behalf of a person acting through trusted code,
+// without a token. With dryRun it only reports what the undo would do and
+// changes nothing. Without it, it plans the undo afresh and carries that
+// plan out at once: use it only where nobody reviews the plan; a page that
+// showed a person a dry run should confirm with UndoRunReviewed, so that
+// what runs is what the person saw. by names the person (see Person) and is
 // recorded with the run and every change it undoes. Unlike the agent's
 // undo_run it ignores scopes: trusted code sees every run.
 func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by string) (*RunReport, error) {
@@ -104,7 +148,42 @@ func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by strin
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, "", by, true)
+	return g.undoRun(ctx, r, dryRun, "", by, true, nil)
+}
+
+// UndoRunReviewed undoes a run as a person reviewed it: reviewed lists the
+// changes of the dry run the person confirmed (RunReport.Planned). Only
+// those changes are undone, each checked again right before its inverse;
+// a change the undo would now also take back is left alone and reported,
+// and a reviewed change whose check fails is skipped and reported in
+// NotCarriedOut. Trusted code only, as UndoRun.
+func (g *Guard) UndoRunReviewed(ctx context.Context, runID string, reviewed []string, by string) (*RunReport, error) {
+	if by == "" {
+		by = Person("unknown")
+	}
+	r, err := g.getRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, id := range reviewed {
+		set[id] = true
+	}
+	return g.undoRun(ctx, r, false, "", by, true, set)
+}
+
+// Planned returns the IDs of the changes a dry run's plan acts on: those
+// it will undo and those it closes as no net change. A page that shows the
+// plan hands them back to UndoRunReviewed.
+func (rep *RunReport) Planned() []string {
+	var ids []string
+	for _, s := range rep.WillUndo {
+		ids = append(ids, s.ChangeID)
+	}
+	for _, s := range rep.NoNetChange {
+		ids = append(ids, s.ChangeID)
+	}
+	return ids
 }
 
 // undoRunTool is undo_run for the agent.
@@ -113,15 +192,19 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, token, agentActor, false)
+	return g.undoRun(ctx, r, dryRun, token, agentActor, false, nil)
 }
 
-func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool) (*RunReport, error) {
+// undoRun is the one path of a run's undo. The real undo plans the run,
+// refuses unless the plan is the one the token was issued for, claims the
+// run and carries out that same plan; reviewed, when not nil, narrows
+// what it carries out to the changes a person confirmed.
+func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return decodeReport(r.Report)
 	case ledger.RunUndoing:
-		return nil, Refuse("run %s is being undone by another request; ask again with get_run when it finishes", r.ID)
+		return nil, runBusy(r.ID)
 	}
 	if !dryRun && !g.WritesEnabled() {
 		return nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
@@ -129,7 +212,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 	if !dryRun && !trusted && !validToken(token, confirmPrefix) {
 		return nil, Refuse("undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
 	}
-	plan, err := g.walkRun(ctx, r, false, by)
+	plan, err := g.planRun(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -140,37 +223,34 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 	if err != nil || stored != nil {
 		return stored, err
 	}
-	return g.executeRun(ctx, r, by)
+	if reviewed == nil {
+		reviewed = plan.actions()
+	}
+	return g.executeRun(ctx, r, plan, reviewed, by)
 }
 
-var errNoObserve = errors.New("no observe")
-
-// resourceOf names what a change touches; a change that names nothing is
-// its own resource.
-func resourceOf(c *ledger.Change) string {
-	if c.Resource != "" {
-		return "r:" + c.Resource
-	}
-	return "c:" + c.ID
+func runBusy(id string) error {
+	return Refuse("run %s is being undone by another request; ask again with get_run when it finishes", id)
 }
 
 // digest hashes the decisions of a plan, so that a dry run's token only
-// confirms the plan that was shown.
+// confirms the plan that was shown: which changes are undone, skipped,
+// closed or irreversible. The wording of reasons is not part of it.
 func (p *runPlan) digest() string {
 	type entry struct {
-		ID, Verdict, Reason string
+		ID, Verdict string
 	}
 	entries := make([]entry, 0, len(p.steps))
 	for _, s := range p.steps {
-		reason := s.reason
+		v := s.verdict
 		if s.failed != "" {
-			reason = "failed: " + s.failed
+			v = "failed"
 		}
-		entries = append(entries, entry{s.c.ID, s.verdict, reason})
+		entries = append(entries, entry{s.c.ID, v})
 	}
 	b, err := canonjson.Marshal(entries)
 	if err != nil {
-		panic("changeset: plan digest: " + err.Error()) // IDs and reasons are valid UTF-8
+		panic("changeset: plan digest: " + err.Error()) // IDs and verdicts are valid UTF-8
 	}
 	return canonjson.Hash(b)
 }
@@ -182,7 +262,18 @@ func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 	undo := []RunStep{}
 	for _, s := range p.steps {
 		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: s.c.Summary, Resource: s.c.Resource, Transactional: s.tx}
-		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Reason: s.reason}
+		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Reason: s.reason, Drift: s.drift}
+		if note.Drift == nil {
+			note.Drift = []Drift{}
+		}
+		if s.reviewed && (!s.carriesOut() || s.failed != "") {
+			rep.NotCarriedOut = append(rep.NotCarriedOut, s.c.ID)
+		}
+		if s.linkedTo != "" {
+			rep.Notes = append(rep.Notes, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Drift: []Drift{},
+				Reason: fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
+					"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.linkedTo, s.linkedTo)})
+		}
 		switch s.verdict {
 		case verdictUndo:
 			if s.failed != "" {
@@ -192,9 +283,14 @@ func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 			}
 			undo = append(undo, step)
 			for _, w := range s.warnings {
-				rep.Irreversible = append(rep.Irreversible, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Reason: w})
+				rep.Irreversible = append(rep.Irreversible, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Reason: w, Drift: []Drift{}})
 			}
 		case verdictNoNetChange:
+			if s.failed != "" {
+				note.Reason = s.failed
+				rep.Failed = append(rep.Failed, note)
+				continue
+			}
 			rep.NoNetChange = append(rep.NoNetChange, step)
 		case verdictSkip:
 			rep.Skipped = append(rep.Skipped, note)
@@ -210,15 +306,24 @@ func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 	return rep
 }
 
-// complete reports whether undoing as planned leaves nothing of the run in
-// place.
+// complete reports whether the plan leaves nothing of the run in place.
 func (p *runPlan) complete() bool {
 	for _, s := range p.steps {
-		if s.verdict == verdictSkip || s.verdict == verdictIrreversible || s.failed != "" {
+		if !s.carriesOut() || s.failed != "" {
 			return false
 		}
 	}
 	return true
+}
+
+// late reports whether changes joined the run after the plan was made.
+func (p *runPlan) late() bool {
+	for _, s := range p.steps {
+		if s.late {
+			return true
+		}
+	}
+	return false
 }
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
@@ -272,7 +377,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 			stored = cur.Report
 			return nil
 		case cur.Status == ledger.RunUndoing:
-			refusal = Refuse("run %s is being undone by another request; ask again with get_run when it finishes", r.ID)
+			refusal = runBusy(r.ID)
 			return nil
 		case cur.Status != ledger.RunOpen:
 			refusal = Refuse("run %s cannot be undone (status: %s)", r.ID, cur.Status)
@@ -293,7 +398,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 	})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
-		return nil, Refuse("run %s is being undone by another request; ask again with get_run when it finishes", r.ID)
+		return nil, runBusy(r.ID)
 	case err != nil:
 		return nil, err
 	case stored != nil:

@@ -1,0 +1,349 @@
+package changeset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// The real undo of a run carries out a plan made by planRun and claimed by
+// claimRun: the plan that was reviewed, or less, never more. It acts only
+// on the steps the plan undoes or closes whose changes are allowed (all of
+// them on the token and approval paths; those a person confirmed on the
+// dashboard), and checks each again right before its inverse, so a planned
+// step whose resource changed since is skipped and reported instead. It
+// never walks the run afresh: a change the plan kept stays kept even if its
+// state matches by then, and a change that joined the run after the plan
+// is left alone and reported.
+
+// Reasons the execution gives for what it did not carry out.
+const (
+	reasonNotReviewed = "it was not part of the plan that was reviewed, so it is left as it is; run the dry run again to review it"
+	reasonLate        = "it was applied (or is still being applied) after the plan was made, so it was not part of the reviewed plan; it is left as it is. Run the dry run again to review it"
+)
+
+// execution is the state of one executePlan.
+type execution struct {
+	g       *Guard
+	ctx     context.Context
+	runID   string
+	by      string
+	allowed map[string]bool
+	// undoing holds the changes this execution still means to undo or
+	// close: a dependency check treats every other applied change as kept.
+	undoing map[string]bool
+}
+
+// executeRun carries out plan for the claimed run r and stores the report
+// and the run's final status: undone when nothing of the run is left,
+// partially_undone when changes were kept, and open again when changes
+// joined the run after the plan (a new dry run can review them). The run
+// never stays undoing: if the final write fails, the run is put back to
+// open so that a retry can plan again.
+func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *runPlan, allowed map[string]bool, by string) (*RunReport, error) {
+	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
+	done, err := g.executePlan(ctx, r, plan, allowed, by)
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	rep := done.report(r.ID, false)
+	rep.UndoneBy = by
+	status := ledger.RunPartiallyUndone
+	switch {
+	case done.late():
+		status = ledger.RunOpen
+	case done.complete():
+		status = ledger.RunUndone
+	}
+	rep.Status = string(status)
+	stored, err := canonjson.Marshal(rep)
+	if err == nil {
+		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+			cur, err := tx.Run(r.ID)
+			if err != nil {
+				return err
+			}
+			cur.Status, cur.Report, cur.UpdatedAt = status, stored, g.now()
+			if status == ledger.RunOpen {
+				cur.UndoneBy = ""
+			}
+			return tx.UpdateRun(cur, ledger.RunUndoing)
+		})
+	}
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	g.log.Info("run undone", "run_id", r.ID, "status", string(status), "by", by,
+		"undone", len(rep.Undone), "skipped", len(rep.Skipped), "not_carried_out", len(rep.NotCarriedOut))
+	return rep, nil
+}
+
+// releaseRun puts a run whose undo could not finish back to open, so that a
+// retry can plan it again; cause is why it could not finish. If even that
+// fails the run stays undoing, and `mcp-changeset check` reports it.
+func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
+	var err error
+	for attempt := range 5 {
+		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+			cur, err := tx.Run(id)
+			if err != nil || cur.Status != ledger.RunUndoing {
+				return err
+			}
+			cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
+			return tx.UpdateRun(cur, ledger.RunUndoing)
+		})
+		if err == nil || !errors.Is(err, ledger.ErrBusy) {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	if err != nil {
+		g.log.Error("run left undoing: its undo failed and the run could not be released", "run_id", id, "cause", cause, "err", err)
+		return
+	}
+	g.log.Warn("run undo stopped; the run is open again", "run_id", id, "cause", cause)
+}
+
+// executePlan carries out the steps of plan that allowed names (the
+// reviewed plan's changes) and returns what happened, with the changes that
+// joined the run since appended. A reviewed change the plan now keeps is
+// reported as not carried out.
+func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *runPlan, allowed map[string]bool, by string) (*runPlan, error) {
+	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, allowed: allowed, undoing: map[string]bool{}}
+	steps := make([]planStep, len(plan.steps))
+	copy(steps, plan.steps)
+	for i := range steps {
+		s := &steps[i]
+		s.reviewed = allowed[s.c.ID]
+		switch {
+		case s.carriesOut() && !s.reviewed:
+			s.verdict, s.reason, s.drift = verdictSkip, reasonNotReviewed, nil
+		case s.carriesOut():
+			e.undoing[s.c.ID] = true
+		}
+	}
+	for i := 0; i < len(steps); {
+		if !steps[i].tx {
+			e.external(&steps[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(steps) && steps[j].tx {
+			j++
+		}
+		e.txSegment(steps[i:j])
+		i = j
+	}
+	late, err := e.lateChanges(steps)
+	if err != nil {
+		return nil, err
+	}
+	return &runPlan{steps: append(steps, late...), hash: plan.hash}, nil
+}
+
+// keep turns a step the execution does not carry out into a skip.
+func (e *execution) keep(s *planStep, reason string, drift []Drift) {
+	s.verdict, s.reason, s.drift = verdictSkip, reason, drift
+	delete(e.undoing, s.c.ID)
+}
+
+// changedSinceReview is the reason for a planned step whose check failed.
+func changedSinceReview(drift []Drift) string {
+	return "it was in the reviewed plan, but its resource changed after the review: " + describeDrift(drift) + "; it is left as it is"
+}
+
+// external carries out one step of an ordinary operation.
+func (e *execution) external(s *planStep) {
+	if !s.reviewed || !s.carriesOut() {
+		return
+	}
+	c := s.c
+	cur, err := e.g.observeNow(e.ctx, c)
+	hasState := !errors.Is(err, errNoObserve)
+	if hasState && err != nil {
+		e.keep(s, "its current state could not be read right before its undo ("+typeName(err)+"); it is left as it is", nil)
+		return
+	}
+	switch s.verdict {
+	case verdictNoNetChange:
+		if string(cur) != string(s.netState) {
+			e.keep(s, changedSinceReview(driftOf(s.netState, cur)), driftOf(s.netState, cur))
+			return
+		}
+		if err := e.g.closeWithoutWrite(e.ctx, c, e.runID, e.by); err != nil {
+			s.failed = "undo failed: " + agentText(err)
+		}
+		delete(e.undoing, c.ID)
+		return
+	case verdictUndo:
+		if hasState && string(cur) != string(c.After) {
+			e.keep(s, changedSinceReview(driftOf(c.After, cur)), driftOf(c.After, cur))
+			return
+		}
+		if held, err := e.heldByDependency(nil, c); err != nil || held != "" {
+			if err != nil {
+				s.failed = "undo failed: " + agentText(err)
+			} else {
+				e.keep(s, held, nil)
+			}
+			return
+		}
+		_, err := e.g.undoChange(e.ctx, c.ID, "", c.ScopeHash, e.by, true)
+		var sc *StateChangedError
+		switch {
+		case errors.As(err, &sc): // changed between the check above and the claim
+			now, _ := e.g.observeNow(e.ctx, c)
+			e.keep(s, changedSinceReview(driftOf(c.After, now)), driftOf(c.After, now))
+		case err != nil:
+			s.failed = "undo failed: " + agentText(err)
+		}
+		delete(e.undoing, c.ID)
+	}
+}
+
+// heldByDependency returns why c may not be undone now: undoing it would
+// remove a resource that an applied change the undo keeps depends on.
+func (e *execution) heldByDependency(tx *ledger.Tx, c *ledger.Change) (string, error) {
+	if !removes(c) {
+		return "", nil
+	}
+	dep, err := e.g.keptDependent(e.ctx, tx, c.Resource, e.runID, e.undoing)
+	if err != nil || dep == nil {
+		return "", err
+	}
+	return dependencyReason(c, dep), nil
+}
+
+// txSegment carries out consecutive steps of TxOperations in one
+// transaction, each checked against the state the transaction has reached.
+func (e *execution) txSegment(steps []planStep) {
+	tx, err := e.g.ledger.Begin(e.ctx)
+	if err != nil {
+		e.failAll(steps, err)
+		return
+	}
+	defer tx.Rollback()
+	for i := range steps {
+		s := &steps[i]
+		if !s.reviewed || !s.carriesOut() {
+			continue
+		}
+		o, ok := e.g.lookup(s.c.Action)
+		if !ok {
+			e.keep(s, "this server no longer has the operation "+s.c.Action, nil)
+			continue
+		}
+		if s.verdict == verdictNoNetChange {
+			if cur, err := e.g.observeTx(e.ctx, tx, o, s.c.Payload); err != nil || string(cur) != string(s.netState) {
+				e.keep(s, changedSinceReview(driftOf(s.netState, cur)), driftOf(s.netState, cur))
+				continue
+			}
+			if err := e.g.txClose(tx, s.c, e.runID, e.by); err != nil {
+				s.failed = "undo failed: " + agentText(err)
+			}
+			continue
+		}
+		if held, err := e.heldByDependency(tx, s.c); err != nil || held != "" {
+			if err != nil {
+				s.failed = "undo failed: " + agentText(err)
+			} else {
+				e.keep(s, held, nil)
+			}
+			continue
+		}
+		e.g.txUndo(e.ctx, tx, o, s, e.by, func(s *planStep, found json.RawMessage) bool {
+			if string(found) == string(s.c.After) {
+				return true
+			}
+			e.keep(s, changedSinceReview(driftOf(s.c.After, found)), driftOf(s.c.After, found))
+			return false
+		})
+	}
+	if err := tx.Commit(); err != nil {
+		e.failAll(steps, err)
+		return
+	}
+	for _, s := range steps {
+		delete(e.undoing, s.c.ID)
+		if s.reviewed && s.failed != "" && s.verdict == verdictUndo {
+			e.g.recordRunFailure(e.ctx, s.c.ID, e.by, s.failed)
+		}
+	}
+}
+
+// failAll marks every step of a segment that was to run as failed with err.
+func (e *execution) failAll(steps []planStep, err error) {
+	for i := range steps {
+		if steps[i].reviewed && steps[i].carriesOut() {
+			steps[i].failed = "undo failed: " + agentText(err)
+		}
+		delete(e.undoing, steps[i].c.ID)
+	}
+}
+
+// lateChanges returns a step for every change of the run that is applied
+// or in flight but not in the plan: it joined after the plan was made.
+func (e *execution) lateChanges(steps []planStep) ([]planStep, error) {
+	all, err := e.g.ledger.ListChanges(e.ctx, ledger.ChangeFilter{RunID: e.runID})
+	if err != nil {
+		return nil, err
+	}
+	inPlan := map[string]bool{}
+	for _, s := range steps {
+		inPlan[s.c.ID] = true
+	}
+	var late []*ledger.Change
+	for _, c := range all {
+		if !inPlan[c.ID] && (c.Status == ledger.Applied || c.Status.InFlight()) {
+			late = append(late, c)
+		}
+	}
+	sortNewestFirst(late)
+	out := make([]planStep, 0, len(late))
+	for _, c := range late {
+		out = append(out, planStep{c: c, verdict: verdictSkip, reason: reasonLate, late: true})
+	}
+	return out, nil
+}
+
+// closeNoNet marks c undone without a write.
+func closeNoNet(c *ledger.Change, runID, by string, now time.Time) {
+	c.Status, c.UndoneAt, c.UndoneBy, c.UndoHash, c.UpdatedAt = ledger.Undone, now, by, "", now
+	c.Note = "no net change within run " + runID + ": no write was needed"
+}
+
+// recordRunFailure marks a change whose transactional undo failed in a run
+// as undo_failed, as a failed undo_change would.
+func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
+	err := g.ledger.WithTx(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
+		c, err := tx.Change(id)
+		if err != nil || c.Status != ledger.Applied {
+			return err
+		}
+		c.Status, c.ErrorType, c.Error, c.UndoHash, c.UndoneBy, c.UpdatedAt = ledger.UndoFailed, "RunUndo", reason, "", by, g.now()
+		c.Failure, c.NothingWritten = ledger.FailureError, true // the segment's savepoint rolled the undo back
+		return tx.UpdateChange(c, ledger.Applied)
+	})
+	if err != nil {
+		g.log.Error("run undo failure not recorded", "change_id", id, "err", err)
+	}
+}
+
+// closeWithoutWrite marks an ordinary operation's applied change undone
+// without running its inverse: the run brought its resource back to where
+// it started.
+func (g *Guard) closeWithoutWrite(ctx context.Context, c *ledger.Change, runID, by string) error {
+	claimed, err := g.claim(ctx, netZeroClaim, c.ID, "", c.ScopeHash, by, true)
+	if err != nil {
+		return err
+	}
+	closeNoNet(claimed, runID, by, g.now())
+	return g.finish(ctx, claimed, ledger.Undoing, by)
+}

@@ -1,0 +1,67 @@
+package changeset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// txUndo checks one change of a TxOperation against the state tx has
+// reached and undoes it there, under a savepoint so that a failing undo
+// rolls back alone. check judges the state found (and turns the step into
+// a skip when it is not the one the change left). by is recorded as who
+// undid the change; the caller commits tx (a real undo) or rolls it back
+// (a plan).
+func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *planStep, by string, check func(*planStep, json.RawMessage) bool) {
+	c, err := tx.Change(step.c.ID)
+	if err != nil {
+		step.failed = "undo failed: " + agentText(err)
+		return
+	}
+	if c.Status != ledger.Applied {
+		step.verdict, step.reason = verdictSkip, fmt.Sprintf("it is no longer applied (status: %s); another request took it", c.Status)
+		return
+	}
+	r := g.inTx(ctx, tx, o)
+	if r.observe != nil {
+		cur, err := r.observe(c.Payload)
+		if err != nil {
+			step.verdict, step.reason = verdictSkip, "its current state could not be read ("+typeName(err)+"); it is left as it is"
+			return
+		}
+		if !check(step, cur) {
+			return
+		}
+	}
+	step.warnings = c.Warnings
+	sql := tx.SQL()
+	if _, err := sql.ExecContext(ctx, "SAVEPOINT changeset_step"); err != nil {
+		step.failed = "undo failed: " + agentText(ledger.Errorf("savepoint", "", err))
+		return
+	}
+	err = g.performUndo(ctx, c, r)
+	if err == nil {
+		c.UndoneBy, c.UndoHash, c.UpdatedAt = by, "", g.now()
+		err = tx.UpdateChange(c, ledger.Applied)
+	}
+	if err != nil {
+		step.failed = "undo failed: " + agentText(err)
+		_, _ = sql.ExecContext(ctx, "ROLLBACK TO SAVEPOINT changeset_step")
+	}
+	_, _ = sql.ExecContext(ctx, "RELEASE SAVEPOINT changeset_step")
+}
+
+// txClose closes a change with no net effect inside tx.
+func (g *Guard) txClose(tx *ledger.Tx, c *ledger.Change, runID, by string) error {
+	cur, err := tx.Change(c.ID)
+	if err != nil {
+		return err
+	}
+	if cur.Status != ledger.Applied {
+		return Refuse("change %s is no longer applied (status: %s)", c.ID, cur.Status)
+	}
+	closeNoNet(cur, runID, by, g.now())
+	return tx.UpdateChange(cur, ledger.Applied)
+}

@@ -1,0 +1,158 @@
+package changeset
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Session runs: a preview that names no run joins the run of its caller's
+// session, so that everything an agent did can be reviewed and undone as
+// one unit even when it never called start_run. A session is an MCP
+// session (its ID over stateful Streamable HTTP; the connection itself
+// over stdio or in memory), or, where requests carry no session (stateless
+// HTTP), the caller's principal. After Options.SessionRunIdle without a
+// preview the session gets a new run, so that a long-lived connection's
+// work is split into reviewable pieces.
+
+// DefaultSessionRunIdle is the default of Options.SessionRunIdle.
+const DefaultSessionRunIdle = 30 * time.Minute
+
+// PrincipalFunc names the caller of a request for the ledger's records
+// (e.g. the user behind an agent) and keys its session run where requests
+// carry no session. req is nil for calls from trusted code.
+type PrincipalFunc func(ctx context.Context, req *mcp.CallToolRequest) (string, error)
+
+// principalOf names the caller of req: Options.Principal, else the bearer
+// token's user, else the client's name from the initialize request, else
+// "".
+func (g *Guard) principalOf(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+	if g.opts.Principal != nil {
+		p, err := g.opts.Principal(ctx, req)
+		if err != nil {
+			return "", &ChangeError{Msg: "the caller could not be identified; nothing was done", Err: err}
+		}
+		return p, nil
+	}
+	if req == nil {
+		return "", nil
+	}
+	if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
+		return req.Extra.TokenInfo.UserID, nil
+	}
+	return clientName(req), nil
+}
+
+// clientName is the client's name from its initialize request, or "".
+func clientName(req *mcp.CallToolRequest) string {
+	if req == nil || req.Session == nil {
+		return ""
+	}
+	if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
+		return p.ClientInfo.Name
+	}
+	return ""
+}
+
+// connections gives each MCP session without an ID of its own (stdio, in
+// memory, stateless HTTP) a random one for as long as it lives.
+type connections struct {
+	mu  sync.Mutex
+	ids map[*mcp.ServerSession]string
+}
+
+func (cs *connections) id(ss *mcp.ServerSession) string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if id, ok := cs.ids[ss]; ok {
+		return id
+	}
+	if cs.ids == nil {
+		cs.ids = map[*mcp.ServerSession]string{}
+	}
+	id := newID("conn_")
+	cs.ids[ss] = id
+	go func() { // forget the session when it ends
+		_ = ss.Wait()
+		cs.mu.Lock()
+		delete(cs.ids, ss)
+		cs.mu.Unlock()
+	}()
+	return id
+}
+
+// sessionKey identifies the session of req, hashed for the ledger, or ""
+// when the request has none (trusted code).
+func (g *Guard) sessionKey(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+	if req == nil || req.Session == nil {
+		return "", nil
+	}
+	var key string
+	switch {
+	case req.Session.ID() != "":
+		key = "session:" + req.Session.ID()
+	case g.statelessHint(req):
+		p, err := g.principalOf(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		key = "principal:" + p
+	default:
+		key = "connection:" + g.conns.id(req.Session)
+	}
+	sum := sha256.Sum256([]byte("changeset session run\x00" + key))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// statelessHint reports whether req likely comes from a session that lives
+// for one request only (stateless Streamable HTTP): the session has no ID
+// and the request carries HTTP details. Such requests are keyed by
+// principal instead.
+func (g *Guard) statelessHint(req *mcp.CallToolRequest) bool {
+	return req.Extra != nil && (req.Extra.Header != nil || req.Extra.TokenInfo != nil)
+}
+
+// sessionRun returns the open session run of req that a preview at now
+// joins, starting one when there is none or the last one sat idle for
+// SessionRunIdle. It runs in the preview's transaction.
+func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope string, now time.Time) (string, error) {
+	runs, err := tx.Runs(ledger.RunFilter{ScopeHash: scope, Kind: ledger.RunSession, SessionKey: key, Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(runs) == 1 {
+		last := runs[0].CreatedAt
+		newest, err := tx.Changes(ledger.ChangeFilter{RunID: runs[0].ID, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(newest) == 1 && newest[0].CreatedAt.After(last) {
+			last = newest[0].CreatedAt
+		}
+		if now.Sub(last) < g.opts.SessionRunIdle {
+			return runs[0].ID, nil
+		}
+	}
+	name := clientName(req)
+	if name == "" {
+		name = "an unnamed client"
+	}
+	label := fmt.Sprintf("session of %s, started %s", name, formatTime(now))
+	if len(label) > maxLabelBytes {
+		label = strings.ToValidUTF8(label[:maxLabelBytes], "")
+	}
+	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
+		Kind: ledger.RunSession, SessionKey: key, CreatedAt: now, UpdatedAt: now}
+	if err := tx.InsertRun(r); err != nil {
+		return "", err
+	}
+	g.log.Info("session run started", "run_id", r.ID)
+	return r.ID, nil
+}
