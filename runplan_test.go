@@ -61,8 +61,10 @@ func registerPlanOps(g *changeset.Guard, kv *kv, objs *objects, hook *func()) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key + " to " + in.Value,
 				Diff: changeset.DiffFields(map[string]any{in.Key: kv.get(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
-		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{Previous: kv.set(p.Key, p.Value)}, nil },
-		Undo:  func(ctx context.Context, p setIn, r setOut) error { kv.set(p.Key, r.Previous); return nil },
+		Apply: func(ctx context.Context, p setIn) (setOut, error) {
+			return setOut{Previous: kv.set(p.Key, p.Value)}, nil
+		},
+		Undo: func(ctx context.Context, p setIn, r setOut) error { kv.set(p.Key, r.Previous); return nil },
 		Observe: func(ctx context.Context, p setIn) (any, error) {
 			if hook != nil && *hook != nil {
 				h := *hook
