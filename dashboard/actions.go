@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 
@@ -51,14 +52,17 @@ func (d *Dashboard) renderDryRun(w http.ResponseWriter, r *http.Request, code in
 		return
 	}
 	plan := report(rep, summaries(changes))
-	plan.Fingerprint = fingerprint(rep)
+	plan.Fingerprint, plan.Planned = fingerprint(rep), rep.Planned()
 	d.render(w, r, code, "dryrun", page{Title: "Undo run " + rd.Run.Label + "?", Nav: "runs", Problem: problem,
 		Data: dryRunData{runData: rd, Plan: plan}})
 }
 
 // undoRun undoes a run as a person. The form carries the fingerprint of
-// the plan the person reviewed; if a fresh dry run now plans something
-// else, nothing is undone and the new plan is shown instead.
+// the plan the person reviewed and the changes it acts on; if a fresh dry
+// run now plans something else, nothing is undone and the new plan is
+// shown instead. Otherwise the Guard carries out the reviewed changes and
+// no others (UndoRunReviewed): what happens is what the person saw, or
+// less, and the report says what was not carried out.
 func (d *Dashboard) undoRun(w http.ResponseWriter, r *http.Request) {
 	run, changes, ok := d.loadRun(w, r)
 	if !ok {
@@ -80,14 +84,23 @@ func (d *Dashboard) undoRun(w http.ResponseWriter, r *http.Request) {
 			"What undoing this run will do has changed since you reviewed it. Nothing has been changed. Review the new plan below.")
 		return
 	}
-	rep, err := d.guard.UndoRun(ctx, run.ID, false, by)
+	if err := r.ParseForm(); err != nil {
+		fail(http.StatusBadRequest, "The form could not be read: "+err.Error())
+		return
+	}
+	rep, err := d.guard.UndoRunReviewed(ctx, run.ID, r.PostForm["change"], by)
 	if err != nil {
 		d.refused(w, r, err, func(code int, msg string) { d.renderDryRun(w, r, code, run.ID, plan, msg) })
 		return
 	}
 	d.opts.Logger.Info("dashboard: run undone", "run_id", run.ID, "by", by, "status", rep.Status)
 	msg := "Run undone by " + by + "."
-	if rep.Status != "undone" {
+	switch {
+	case len(rep.NotCarriedOut) > 0:
+		msg = fmt.Sprintf("Run partly undone by %s: %d of the changes you reviewed were not undone, because they changed after your review. The report below says which and why.", by, len(rep.NotCarriedOut))
+	case rep.Status == "open":
+		msg = "Run partly undone by " + by + ": changes that joined the run after your review were left alone. Review the run again to undo them."
+	case rep.Status != "undone":
 		msg = "Run partly undone by " + by + ": some changes were skipped or could not be undone. The report below says which and why."
 	}
 	d.redirect(w, r, "/runs/"+run.ID, msg)

@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -94,7 +93,7 @@ func TestChangePage_ShowsEverythingButDigests(t *testing.T) {
 	}
 
 	failed := c.get("/changes/" + s.failed)
-	mustContain(t, "failed change", failed.Body, "apply failed", "*errors.errorString",
+	mustContain(t, "failed change", failed.Body, "apply failed", "errors.errorString",
 		"open /srv/private/values.db: permission denied")
 	if strings.Contains(failed.Body, "Undo this change") {
 		t.Error("a failed change offers an undo")
@@ -159,7 +158,7 @@ func TestWritesDisabled_BannerShownAndUndoRefusedWithNothingChanged(t *testing.T
 	if dry.Code != http.StatusOK {
 		t.Fatalf("dry run with writes disabled = %d, want 200", dry.Code)
 	}
-	undo := c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	undo := c.post("/runs/"+s.run+"/undo", confirmForm(t, dry.Body))
 	if undo.Code != http.StatusServiceUnavailable {
 		t.Fatalf("undo with writes disabled = %d, want 503", undo.Code)
 	}

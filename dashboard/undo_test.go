@@ -25,6 +25,20 @@ func planOf(t *testing.T, body string) string {
 	return m[1]
 }
 
+// changeField finds the changes a dry-run page's confirm form hands back.
+var changeField = regexp.MustCompile(`<input type="hidden" name="change" value="([^"]+)">`)
+
+// confirmForm is what a browser posts from a dry-run page's confirm form:
+// the plan's fingerprint and the changes the plan acts on.
+func confirmForm(t *testing.T, body string) url.Values {
+	t.Helper()
+	v := url.Values{"plan": {planOf(t, body)}}
+	for _, m := range changeField.FindAllStringSubmatch(body, -1) {
+		v.Add("change", m[1])
+	}
+	return v
+}
+
 const dryRunMessage = "This is what undoing will do. Nothing has been changed yet."
 
 func TestDryRun_ShowsThePlanAndChangesNothing(t *testing.T) {
@@ -57,7 +71,7 @@ func TestUndoRun_ConfirmUndoesAsAPersonAndShowsTheStoredReport(t *testing.T) {
 	s := f.build()
 	c := f.login()
 	dry := c.post("/runs/"+s.run+"/dry-run", nil)
-	res := c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	res := c.post("/runs/"+s.run+"/undo", confirmForm(t, dry.Body))
 	if res.Code != http.StatusSeeOther || res.Header.Get("Location") != "/runs/"+s.run {
 		t.Fatalf("confirm = %d to %q, want 303 to the run:\n%s", res.Code, res.Header.Get("Location"), res.Body)
 	}
@@ -92,7 +106,7 @@ func TestUndoRun_ConfirmUndoesAsAPersonAndShowsTheStoredReport(t *testing.T) {
 	}
 	// Confirming again undoes nothing more and points to the report.
 	before := f.snapshot()
-	res = c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	res = c.post("/runs/"+s.run+"/undo", confirmForm(t, dry.Body))
 	if res.Code != http.StatusSeeOther || f.snapshot() != before {
 		t.Errorf("second confirm = %d, or it changed something", res.Code)
 	}
@@ -118,7 +132,7 @@ func TestUndoRun_PlanChangedSinceReviewUndoesNothing(t *testing.T) {
 		}
 		dry = res
 	}
-	res := c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	res := c.post("/runs/"+s.run+"/undo", confirmForm(t, dry.Body))
 	if res.Code != http.StatusSeeOther {
 		t.Fatalf("confirm of the new plan = %d", res.Code)
 	}
@@ -133,7 +147,7 @@ func TestUndoRun_FromDashboardEqualsAgentsUndoRun(t *testing.T) {
 
 	c := a.login()
 	dry := c.post("/runs/"+sa.run+"/dry-run", nil)
-	if res := c.post("/runs/"+sa.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}}); res.Code != http.StatusSeeOther {
+	if res := c.post("/runs/"+sa.run+"/undo", confirmForm(t, dry.Body)); res.Code != http.StatusSeeOther {
 		t.Fatalf("dashboard undo = %d", res.Code)
 	}
 	out := b.callTool("undo_run", map[string]any{"run_id": sb.run})
@@ -248,7 +262,7 @@ func TestNoSecretInAnyResponse_EveryPageAndAction(t *testing.T) {
 		c.get("/changes?status=" + string(st))
 	}
 	dry := c.post("/runs/"+s.run+"/dry-run", nil)
-	c.post("/runs/"+s.run+"/undo", url.Values{"plan": {planOf(t, dry.Body)}})
+	c.post("/runs/"+s.run+"/undo", confirmForm(t, dry.Body))
 	c.get("/runs/" + s.run)
 	c.post("/changes/"+s.single+"/undo", nil)
 	c.get("/changes/" + s.single)
@@ -280,4 +294,34 @@ func sameLines(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// The confirm carries out the changes the person reviewed and no others:
+// a form that hands back fewer changes than the plan undoes fewer.
+func TestUndoRun_ConfirmCarriesOutOnlyTheReviewedChanges(t *testing.T) {
+	f := newFixture(t)
+	s := f.build()
+	c := f.login()
+	dry := c.post("/runs/"+s.run+"/dry-run", nil)
+	form := confirmForm(t, dry.Body)
+	planned := form["change"]
+	if len(planned) < 2 {
+		t.Fatalf("the confirm form lists %d changes, want the plan's (at least 2)", len(planned))
+	}
+	form["change"] = planned[:1]
+	if res := c.post("/runs/"+s.run+"/undo", form); res.Code != http.StatusSeeOther {
+		t.Fatalf("confirm = %d:\n%s", res.Code, res.Body)
+	}
+	ctx := context.Background()
+	for _, id := range planned {
+		rec, err := f.guard.Record(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := id == planned[0]; (rec.Status == ledger.Undone) != want {
+			t.Errorf("change %s = %s; undone should be %v", id, rec.Status, want)
+		}
+	}
+	page := c.get("/runs/" + s.run)
+	mustContain(t, "run page", page.Body, "not part of the plan that was reviewed")
 }

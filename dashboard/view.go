@@ -87,7 +87,10 @@ type reportView struct {
 	Skipped, Irreversible, Failed []noteView
 	UndoneBy                      *actor
 	Fingerprint                   string
-	Nothing                       bool
+	// Planned lists the changes a dry run acts on, for the confirm form:
+	// the undo carries out these and no others.
+	Planned []string
+	Nothing bool
 }
 
 // stepView is a change in a report; noteView one with a reason.
