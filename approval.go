@@ -262,14 +262,14 @@ func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose, scope, su
 		return nil, badState(subject, verb, tool)
 	}
 	if exp := time.Unix(st.Expires, 0); !g.now().Before(exp) {
-		return nil, Refuse("%s was not %s: the question to the user expired at %s before the answer came; nothing was spent. Call %s again to ask the user again.",
+		return nil, refuse(ErrExpired, "", "%s was not %s: the question to the user expired at %s before the answer came; nothing was spent. Call %s again to ask the user again.",
 			subject, verb, formatTime(exp), tool)
 	}
 	return st, nil
 }
 
 func badState(subject, verb, tool string) error {
-	return Refuse("%s was not %s: the answer came with a request state that this server did not issue for this call (missing, altered, made for another change or run, or by another server); nothing was spent. "+
+	return refuse(ErrInvalidToken, "", "%s was not %s: the answer came with a request state that this server did not issue for this call (missing, altered, made for another change or run, or by another server); nothing was spent. "+
 		"Call %s again without inputResponses to ask the user.", subject, verb, tool)
 }
 
@@ -277,25 +277,25 @@ func badState(subject, verb, tool string) error {
 func readAnswer(req *mcp.CallToolRequest, subject, verb, tool string) error {
 	res, ok := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 	if !ok || res == nil {
-		return Refuse("%s was not %s: the call carried no answer to the approval question; nothing was spent. Call %s again without inputResponses to ask the user.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s was not %s: the call carried no answer to the approval question; nothing was spent. Call %s again without inputResponses to ask the user.", subject, verb, tool)
 	}
 	switch res.Action {
 	case "accept":
 		if yes, _ := res.Content[approveKey].(bool); yes {
 			return nil
 		}
-		return Refuse("%s was not %s: the user did not approve it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s was not %s: the user did not approve it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
 	case "decline":
-		return Refuse("%s was not %s: the user declined it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s was not %s: the user declined it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
 	case "cancel":
-		return Refuse("%s was not %s: the user dismissed the question without answering; nothing was spent and it stays as it was. Call %s again to ask again.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s was not %s: the user dismissed the question without answering; nothing was spent and it stays as it was. Call %s again to ask again.", subject, verb, tool)
 	}
-	return Refuse("%s was not %s: the client's answer to the approval question is not one this server understands; nothing was spent.", subject, verb)
+	return refuse(ErrRefused, "", "%s was not %s: the client's answer to the approval question is not one this server understands; nothing was spent.", subject, verb)
 }
 
 // noElicitation is the refusal for a client that cannot show the question.
 func noElicitation(subject, verb string) error {
-	return Refuse("%s was not %s: this server asks the user to approve every change in their client (form elicitation), and this client does not support form elicitation; nothing was spent. "+
+	return refuse(ErrRefused, "", "%s was not %s: this server asks the user to approve every change in their client (form elicitation), and this client does not support form elicitation; nothing was spent. "+
 		"Use a client that supports elicitation, or ask the server's operator to switch to token approval (changeset.TokenApproval).", subject, verb)
 }
 

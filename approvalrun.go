@@ -72,7 +72,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return nil, nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
 	}
 	if token != "" && !(validToken(token, confirmPrefix) && tokenMatches(r.ConfirmHash, purposeRunUndo, r.ID, r.PlanHash, token)) {
-		return nil, nil, Refuse("invalid confirmation token for run %s; it is not needed with user approval, so leave it out", r.ID)
+		return nil, nil, refuse(ErrInvalidToken, "", "invalid confirmation token for run %s; it is not needed with user approval, so leave it out", r.ID)
 	}
 	if st == nil && !canElicitForm(req) {
 		return nil, nil, noElicitation(subject, verb)
@@ -87,7 +87,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return g.ask(runMessage(r, plan.report(r.ID, true)), state), nil, nil
 	}
 	if plan.hash != st.Hash {
-		return nil, nil, Refuse("run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
+		return nil, nil, refuse(ErrStateChanged, "", "run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
 			"Run the dry run again, show the new report to the user, and call undo_run with dry_run=false to ask the user about it.", r.ID)
 	}
 	stored, err := g.claimRun(ctx, r, plan, "", approvalActor, true)

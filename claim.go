@@ -75,7 +75,7 @@ func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 		return changeNotFound(id)
 	}
 	if !trusted && !validToken(token, k.prefix) {
-		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}
+		return refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id)
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 // claimConflict explains a compare-and-set that lost a race.
 func claimConflict(id string, err error) error {
 	if errors.Is(err, ledger.ErrConflict) {
-		return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was claimed by another request at the same moment", id)}
+		return refuse(ErrBusy, id, "change %s was claimed by another request at the same moment", id)
 	}
 	return err
 }
@@ -110,22 +110,22 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string,
 	}
 	now := g.now()
 	if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {
-		return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew)}, nil
+		return nil, refuse(ErrExpired, id, "change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew), nil
 	}
 	if c.Status != k.from {
 		return nil, statusRefusal(id, c.Status, k), nil
 	}
 	if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
 		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
-		refusal := &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))}
+		refusal := refuse(ErrExpired, id, "change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))
 		return nil, refusal, tx.UpdateChange(c, ledger.Pending)
 	}
 	if k.from == ledger.Applied && !k.anyUndo {
 		if !c.Undoable {
-			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its operation has no undo", id)}, nil
+			return nil, refuse(ErrWrongStatus, id, "change %s cannot be undone: its operation has no undo", id), nil
 		}
 		if !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt) {
-			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt))}, nil
+			return nil, refuse(ErrExpired, id, "change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt)), nil
 		}
 	}
 	if !trusted {
@@ -134,12 +134,12 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string,
 			stored = c.UndoHash
 		}
 		if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
-			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("invalid %s for change %s; nothing was spent", k.token, id)}, nil
+			return nil, refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id), nil
 		}
 	}
 	if c.RunID != "" && k.from == ledger.Pending {
 		if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {
-			return nil, &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status)}, nil
+			return nil, refuse(ErrRunClosed, id, "change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status), nil
 		}
 	}
 	c.Status, c.UpdatedAt = k.to, now
@@ -154,7 +154,7 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string,
 // statusRefusal is the refusal for a change in the wrong status. Its text is
 // part of the contract: "change <id> cannot be applied (status: <status>)".
 func statusRefusal(id string, s ledger.Status, k claimKind) error {
-	return &ChangeError{ChangeID: id, Msg: fmt.Sprintf("change %s cannot be %s (status: %s)", id, k.verb, s)}
+	return refuse(ErrWrongStatus, id, "change %s cannot be %s (status: %s)", id, k.verb, s)
 }
 
 // finish records the outcome of a claimed apply or undo: it moves c from

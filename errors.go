@@ -26,11 +26,60 @@ type ChangeError struct {
 	Msg string
 	// Err is the underlying cause, if any. It is not shown to the agent.
 	Err error
+	// Kind is the sentinel errors.Is matches (ErrNotFound, …), or nil
+	// for an operation's own refusal.
+	Kind error
 }
 
 func (e *ChangeError) Error() string { return e.Msg }
 
 func (e *ChangeError) Unwrap() error { return e.Err }
+
+// Is reports whether the error is of the kind target names (ErrNotFound,
+// ErrInvalidToken, …), so that trusted code can branch with errors.Is
+// instead of reading message text.
+func (e *ChangeError) Is(target error) bool { return e.Kind != nil && e.Kind == target }
+
+// Kinds of refusal, for trusted code to match with errors.Is. The agent
+// sees the error's message; these are for programs, which should never
+// parse that text.
+var (
+	// ErrNotFound: no such change or run, or one of another scope.
+	ErrNotFound = errors.New("changeset: not found")
+	// ErrInvalidToken: a confirmation or undo token that is malformed or
+	// does not match. Nothing was spent.
+	ErrInvalidToken = errors.New("changeset: invalid token")
+	// ErrExpired: the token's time ran out (a preview, an undo window, a
+	// run's dry run).
+	ErrExpired = errors.New("changeset: expired")
+	// ErrWrongStatus: the change or run is not in a status that allows
+	// the step (already applied, already undone, no undo, …).
+	ErrWrongStatus = errors.New("changeset: wrong status")
+	// ErrRunClosed: the run is being undone or was undone and takes no
+	// new changes or applies.
+	ErrRunClosed = errors.New("changeset: run closed")
+	// ErrBusy: another request claimed the same change or run at the same
+	// moment, or a change of the run is in flight. Try again.
+	ErrBusy = errors.New("changeset: busy")
+	// ErrStateChanged: the resource no longer looks the way the check
+	// expected (see StateChangedError), or a run's plan changed since it
+	// was reviewed.
+	ErrStateChanged = errors.New("changeset: state changed")
+	// ErrWritesDisabled: writes are off (see WritesDisabledError).
+	ErrWritesDisabled = errors.New("changeset: writes disabled")
+	// ErrQuota: a bound was reached (MaxPendingPerScope, a size limit).
+	// Nothing was stored.
+	ErrQuota = errors.New("changeset: quota reached")
+	// ErrRefused: the operation's input or proposal was refused, or the
+	// user did not approve. Errors from Refuse carry no kind.
+	ErrRefused = errors.New("changeset: refused")
+)
+
+// refuse returns a *ChangeError of the given kind about change id (which
+// may be empty).
+func refuse(kind error, id, format string, args ...any) *ChangeError {
+	return &ChangeError{ChangeID: id, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Refuse returns a *ChangeError whose message, formatted as by fmt.Sprintf,
 // is shown to the agent. Previews use it to reject a proposal.
@@ -46,6 +95,9 @@ type WritesDisabledError struct {
 	// EnvVar is the environment variable that enables writes.
 	EnvVar string
 }
+
+// Is reports whether target is ErrWritesDisabled.
+func (e *WritesDisabledError) Is(target error) bool { return target == ErrWritesDisabled }
 
 func (e *WritesDisabledError) Error() string {
 	subject := "writes"
@@ -64,6 +116,9 @@ type StateChangedError struct {
 	// Phase is "apply" or "undo".
 	Phase string
 }
+
+// Is reports whether target is ErrStateChanged.
+func (e *StateChangedError) Is(target error) bool { return target == ErrStateChanged }
 
 func (e *StateChangedError) Error() string {
 	if e.Phase == "undo" {
@@ -139,5 +194,5 @@ func changeNotFound(id string) error {
 		}
 		shown = strconv.Quote(shown)
 	}
-	return &ChangeError{ChangeID: id, Msg: "change " + shown + " not found"}
+	return &ChangeError{ChangeID: id, Kind: ErrNotFound, Msg: "change " + shown + " not found"}
 }

@@ -12,15 +12,16 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultTTL             = 15 * time.Minute
-	DefaultMinTTL          = 60 * time.Second
-	DefaultMaxTTL          = time.Hour
-	DefaultUndoTTL         = 24 * time.Hour
-	DefaultMaxPayloadBytes = 64 << 10
-	DefaultMaxResultBytes  = 64 << 10
-	DefaultMaxClockSkew    = 60 * time.Second
-	DefaultBusyTimeout     = 5 * time.Second
-	DefaultWriteModeEnv    = "MCP_CHANGESET_WRITE_MODE"
+	DefaultTTL                = 15 * time.Minute
+	DefaultMinTTL             = 60 * time.Second
+	DefaultMaxTTL             = time.Hour
+	DefaultUndoTTL            = 24 * time.Hour
+	DefaultMaxPayloadBytes    = 64 << 10
+	DefaultMaxResultBytes     = 64 << 10
+	DefaultMaxClockSkew       = 60 * time.Second
+	DefaultBusyTimeout        = 5 * time.Second
+	DefaultMaxPendingPerScope = 1000
+	DefaultWriteModeEnv       = "MCP_CHANGESET_WRITE_MODE"
 )
 
 // NoExpiry, as Options.UndoTTL, makes undo tokens valid for as long as the
@@ -101,6 +102,11 @@ type Options struct {
 	// result (default 64 KiB); a larger result fails the change without an
 	// undo token, although the write has happened.
 	MaxPayloadBytes, MaxResultBytes int
+	// MaxPendingPerScope caps the previews waiting for an apply in one
+	// scope (default 1000): a preview beyond it is refused before anything
+	// is stored, so that one caller cannot fill the ledger. Previews past
+	// their expiry do not count.
+	MaxPendingPerScope int
 
 	// BusyTimeout is how long a ledger statement waits for another
 	// process's lock (default 5 s).
@@ -146,6 +152,9 @@ func (o Options) resolve() (Options, error) {
 	if o.MaxResultBytes == 0 {
 		o.MaxResultBytes = DefaultMaxResultBytes
 	}
+	if o.MaxPendingPerScope == 0 {
+		o.MaxPendingPerScope = DefaultMaxPendingPerScope
+	}
 	if o.WriteModeEnv == "" {
 		o.WriteModeEnv = DefaultWriteModeEnv
 	}
@@ -172,6 +181,8 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("changeset: UndoTTL %v exceeds MaxUndoTTL %v", o.UndoTTL, o.MaxUndoTTL)
 	case o.MaxPayloadBytes < 0 || o.MaxResultBytes < 0:
 		return o, fmt.Errorf("changeset: MaxPayloadBytes and MaxResultBytes must not be negative")
+	case o.MaxPendingPerScope < 0:
+		return o, fmt.Errorf("changeset: MaxPendingPerScope %d is negative", o.MaxPendingPerScope)
 	case o.BusyTimeout < 0:
 		return o, fmt.Errorf("changeset: BusyTimeout %v is negative", o.BusyTimeout)
 	case o.SessionRunIdle < 0:

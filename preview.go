@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -19,7 +20,7 @@ import (
 func (g *Guard) Preview(ctx context.Context, action string, input any) (*PreviewResult, error) {
 	o, ok := g.lookup(action)
 	if !ok {
-		return nil, Refuse("unknown operation %q", action)
+		return nil, refuse(ErrNotFound, "", "unknown operation %q", action)
 	}
 	args, err := canonjson.Marshal(input)
 	if err != nil {
@@ -43,7 +44,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		return nil, previewRefusal(o.name, err)
 	}
 	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
-		return nil, Refuse("the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
+		return nil, refuse(ErrQuota, "", "the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
 	}
 	var stateHash string
 	switch {
@@ -96,6 +97,9 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 			}
 			c.StateHash = canonjson.Hash(state)
 		}
+		if err := g.checkPendingQuota(tx, scope, now); err != nil {
+			return err
+		}
 		switch {
 		case runID != "":
 			if err := g.checkRunOpen(tx, runID, scope); err != nil {
@@ -135,18 +139,49 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	return res, nil
 }
 
+// checkPendingQuota refuses a preview when the scope already has
+// MaxPendingPerScope previews waiting. At the limit it first marks the
+// scope's previews past their expiry as expired (at most the limit's worth
+// of rows, and only then), so that an agent that walked away from its
+// previews is not locked out.
+func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope string, now time.Time) error {
+	f := ledger.ChangeFilter{ScopeHash: scope, Statuses: []ledger.Status{ledger.Pending}}
+	n, err := tx.CountChanges(f)
+	if err != nil || n < g.opts.MaxPendingPerScope {
+		return err
+	}
+	pending, err := tx.Changes(f)
+	if err != nil {
+		return err
+	}
+	for _, c := range pending {
+		if now.Before(c.ExpiresAt) {
+			continue
+		}
+		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
+		if err := tx.UpdateChange(c, ledger.Pending); err != nil {
+			return err
+		}
+		n--
+	}
+	if n >= g.opts.MaxPendingPerScope {
+		return refuse(ErrQuota, "", "%d previews are already waiting for an apply, the limit of this server; nothing was stored. Apply or let expire the previews you have before making more", n)
+	}
+	return nil
+}
+
 // checkRunOpen refuses to join a change to a run that is unknown, in
 // another scope, or being or already undone.
 func (g *Guard) checkRunOpen(tx *ledger.Tx, runID, scope string) error {
 	r, err := tx.Run(runID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ScopeHash != scope) {
-		return Refuse("run %s not found; start one with start_run", runID)
+		return runNotFound(runID)
 	}
 	if err != nil {
 		return err
 	}
 	if r.Status != ledger.RunOpen {
-		return Refuse("run %s cannot take new changes (status: %s); start a new run", runID, r.Status)
+		return refuse(ErrRunClosed, "", "run %s cannot take new changes (status: %s); start a new run", runID, r.Status)
 	}
 	return nil
 }
@@ -171,7 +206,7 @@ func splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
 		return nil, "", Refuse("run_id must be a string")
 	}
 	if runID != "" && !validID(runID, runIDPrefix) {
-		return nil, "", Refuse("run %s not found; start one with start_run", runID)
+		return nil, "", runNotFound(runID)
 	}
 	rest, err := json.Marshal(m)
 	if err != nil {

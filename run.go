@@ -3,7 +3,6 @@ package changeset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -156,7 +155,7 @@ func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 }
 
 func runNotFound(id string) error {
-	return &ChangeError{Msg: fmt.Sprintf("run %s not found; start one with start_run", id)}
+	return refuse(ErrNotFound, "", "run %s not found; start one with start_run", id)
 }
 
 func runInfo(r *ledger.Run) *RunInfo {

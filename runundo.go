@@ -210,7 +210,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 		return nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
 	}
 	if !dryRun && !trusted && !validToken(token, confirmPrefix) {
-		return nil, Refuse("undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
+		return nil, refuse(ErrInvalidToken, "", "undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
 	}
 	plan, err := g.planRun(ctx, r)
 	if err != nil {
@@ -230,7 +230,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 }
 
 func runBusy(id string) error {
-	return Refuse("run %s is being undone by another request; ask again with get_run when it finishes", id)
+	return refuse(ErrBusy, "", "run %s is being undone by another request; ask again with get_run when it finishes", id)
 }
 
 // digest hashes the decisions of a plan, so that a dry run's token only
@@ -342,7 +342,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *runPlan, 
 			return err
 		}
 		if cur.Status != ledger.RunOpen {
-			return Refuse("run %s is %s; ask again", r.ID, cur.Status)
+			return refuse(ErrBusy, "", "run %s is %s; ask again", r.ID, cur.Status)
 		}
 		cur.PlanHash = plan.hash
 		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.hash, token)
@@ -380,16 +380,16 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 			refusal = runBusy(r.ID)
 			return nil
 		case cur.Status != ledger.RunOpen:
-			refusal = Refuse("run %s cannot be undone (status: %s)", r.ID, cur.Status)
+			refusal = refuse(ErrWrongStatus, "", "run %s cannot be undone (status: %s)", r.ID, cur.Status)
 			return nil
 		case !trusted && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
-			refusal = Refuse("invalid confirmation token for run %s: use the token of the latest dry run (undo_run with dry_run=true)", r.ID)
+			refusal = refuse(ErrInvalidToken, "", "invalid confirmation token for run %s: use the token of the latest dry run (undo_run with dry_run=true)", r.ID)
 			return nil
 		case !trusted && !now.Before(cur.ConfirmExpiresAt):
-			refusal = Refuse("the dry run of run %s expired at %s; run the dry run again", r.ID, formatTime(cur.ConfirmExpiresAt))
+			refusal = refuse(ErrExpired, "", "the dry run of run %s expired at %s; run the dry run again", r.ID, formatTime(cur.ConfirmExpiresAt))
 			return nil
 		case !trusted && cur.PlanHash != plan.hash:
-			refusal = Refuse("what undoing run %s would do has changed since the dry run; run the dry run again and show the new report", r.ID)
+			refusal = refuse(ErrStateChanged, "", "what undoing run %s would do has changed since the dry run; run the dry run again and show the new report", r.ID)
 			return nil
 		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now

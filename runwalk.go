@@ -63,7 +63,7 @@ func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change
 	var applied []*ledger.Change
 	for _, c := range all {
 		if c.Status.InFlight() {
-			return nil, Refuse("run %s cannot be undone now: change %s is %s; nothing was undone. Try again when it finishes", r.ID, c.ID, c.Status)
+			return nil, refuse(ErrBusy, "", "run %s cannot be undone now: change %s is %s; nothing was undone. Try again when it finishes", r.ID, c.ID, c.Status)
 		}
 		if c.Status == ledger.Applied {
 			applied = append(applied, c)

@@ -82,6 +82,9 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 // Changes lists changes inside the transaction.
 func (tx *Tx) Changes(f ChangeFilter) ([]*Change, error) { return tx.b.ListChanges(tx.ctx, tx.tx, f) }
 
+// CountChanges counts the changes that match f inside the transaction.
+func (tx *Tx) CountChanges(f ChangeFilter) (int, error) { return tx.b.CountChanges(tx.ctx, tx.tx, f) }
+
 // Runs lists runs inside the transaction.
 func (tx *Tx) Runs(f RunFilter) ([]*Run, error) { return tx.b.ListRuns(tx.ctx, tx.tx, f) }
 
