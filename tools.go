@@ -89,6 +89,12 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}
 	addTool(g, pt, func(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, *PreviewResult, error) {
+		// The SDK decoded the arguments to validate them and encoded them
+		// again, which rounds integers beyond 2^53; the client's own bytes
+		// (checked by g.middleware) are what the preview must see.
+		if raw := req.Params.Arguments; len(raw) > 0 {
+			args = raw
+		}
 		res, err := g.preview(ctx, req, o, args)
 		return nil, res, g.toolError(err)
 	})
@@ -262,7 +268,7 @@ func (g *Guard) addRunTools() {
 const Instructions = `This server guards every change it can make. A tool named preview_<operation> changes nothing: it returns a diff, a change_id and a confirmation_token.
 Show every diff to the user in full and wait for the user's explicit approval before calling apply_change with the change_id and confirmation_token. Never apply on your own judgement, and never reuse a token.
 apply_change is refused if the state changed since the preview; preview again and show the new diff. It returns an undo_token; keep it, and undo only when the user asks (undo_change).
-For a task of more than one change, call start_run first with a short label and pass its run_id to every preview of the task, so the user can review the task as one unit (get_run) and take it back in one step.
+A preview without run_id joins the run of this session, so the user can review everything done in it as one unit (get_run) and take it back in one step. For a named task, call start_run first with a short label and pass its run_id to every preview of the task.
 To undo a run, call undo_run: it is a dry run by default. Show its report to the user (what will be undone, what is skipped and why, what cannot be undone exactly) and call undo_run with dry_run=false and its confirmation_token only after the user approves.`
 
 // middleware appends Instructions to the server's own instructions in the
