@@ -32,6 +32,8 @@ type parser struct {
 	keys []byte
 	// tmp is scratch for reordering an object's members.
 	tmp []byte
+	// num is scratch for the digits of numbers whose exactness is checked.
+	num []byte
 	// cmp orders members; it is built once per parser so that sorting does
 	// not allocate a closure on every object.
 	cmp func(a, b member) int
@@ -66,7 +68,7 @@ func getParser(data []byte) *parser {
 
 func putParser(p *parser) {
 	p.in = nil // do not retain the caller's input
-	if cap(p.out) > maxPooledBuf || cap(p.keys) > maxPooledBuf || cap(p.tmp) > maxPooledBuf {
+	if cap(p.out) > maxPooledBuf || cap(p.keys) > maxPooledBuf || cap(p.tmp) > maxPooledBuf || cap(p.num) > maxPooledBuf {
 		return
 	}
 	parserPool.Put(p)
