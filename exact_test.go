@@ -184,8 +184,6 @@ func TestExact_MCPPayloadReachesApply(t *testing.T) {
 // TestExact_MCPArgumentsReachApply sends the large integers as the
 // arguments of the preview tool.
 func TestExact_MCPArgumentsReachApply(t *testing.T) {
-	t.Skip("go-sdk v1.8.0 validates tool arguments by decoding them into map[string]any (float64) and encoding them again, " +
-		"so 1152921504606846977 reaches the handler as 1152921504606847000 before the Guard sees it; see the canon branch report")
 	f := newExactFixture(t)
 	out := mustCall(t, f.session, "preview_exact", map[string]any{
 		"id": exactID, "count": exactCount, "min": int64(math.MinInt64), "big": mustBig(exactBig)})

@@ -1,7 +1,7 @@
 package changeset
 
 import (
-	"encoding/json"
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"maps"
 	"reflect"
 	"slices"
@@ -79,16 +79,14 @@ func DiffFields(before, after map[string]any) []DiffEntry {
 	return diff
 }
 
-// sameJSON reports whether a and b encode to equal JSON values.
+// sameJSON reports whether a and b encode to equal JSON values: equal
+// canonical forms, so that 1 and 1.0 are equal and integers are compared
+// exactly, however large.
 func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
+	ja, errA := canonjson.Marshal(a)
+	jb, errB := canonjson.Marshal(b)
 	if errA != nil || errB != nil {
 		return reflect.DeepEqual(a, b)
 	}
-	var va, vb any
-	if json.Unmarshal(ja, &va) != nil || json.Unmarshal(jb, &vb) != nil {
-		return string(ja) == string(jb)
-	}
-	return reflect.DeepEqual(va, vb)
+	return string(ja) == string(jb)
 }
