@@ -48,6 +48,42 @@ func driftOf(expected, found json.RawMessage) []Drift {
 	return []Drift{{Field: "", Expected: orNull(expected), Found: orNull(found)}}
 }
 
+// Bounds of the drift a report carries, so that a report of a long run
+// stays small: at most maxDriftEntries fields per change, each value cut
+// to maxDriftBytes (a cut value becomes a JSON string of its beginning).
+const (
+	maxDriftEntries = 8
+	maxDriftBytes   = 1 << 10
+)
+
+// boundDrift applies the bounds above; a last entry with Field "…" counts
+// the fields left out.
+func boundDrift(d []Drift) []Drift {
+	out := make([]Drift, 0, min(len(d), maxDriftEntries+1))
+	for i, e := range d {
+		if i == maxDriftEntries {
+			more, _ := json.Marshal(fmt.Sprintf("%d more fields differ", len(d)-maxDriftEntries))
+			out = append(out, Drift{Field: "…", Expected: json.RawMessage("null"), Found: more})
+			break
+		}
+		e.Expected, e.Found = boundValue(e.Expected), boundValue(e.Found)
+		out = append(out, e)
+	}
+	return out
+}
+
+func boundValue(v json.RawMessage) json.RawMessage {
+	if len(v) <= maxDriftBytes {
+		return v
+	}
+	cut := maxDriftBytes
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	s, _ := json.Marshal(fmt.Sprintf("%s… (%d bytes in all)", v[:cut], len(v)))
+	return s
+}
+
 func orNull(b json.RawMessage) json.RawMessage {
 	if b == nil {
 		return json.RawMessage("null")

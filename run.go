@@ -3,6 +3,7 @@ package changeset
 import (
 	"context"
 	"errors"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -30,13 +31,32 @@ type RunInfo struct {
 	UpdatedAt string `json:"updated_at"`
 }
 
-// RunDetail is a run with its changes, newest first, and the stored report
-// of its undo once there is one.
+// RunDetail is a run with one page of its changes, newest first, and the
+// stored report of its undo once there is one.
 type RunDetail struct {
 	RunInfo
 	Changes []ChangeStatus `json:"changes"`
-	Report  *RunReport     `json:"report,omitempty"`
+	// NextCursor, when set, reads the next page of changes (RunPage.Cursor).
+	NextCursor string     `json:"next_cursor,omitempty" jsonschema:"pass as cursor to read the next page of changes; absent on the last page"`
+	Report     *RunReport `json:"report,omitempty"`
 }
+
+// RunPage selects a page of a run's changes.
+type RunPage struct {
+	// Limit caps the page (default DefaultRunPageLimit, at most
+	// MaxRunPageLimit). A page also ends early once its changes hold
+	// MaxRunPageBytes of JSON, so that no answer grows without bound.
+	Limit int
+	// Cursor is the NextCursor of the previous page; empty for the first.
+	Cursor string
+}
+
+// Bounds of a page of a run's changes.
+const (
+	DefaultRunPageLimit = 100
+	MaxRunPageLimit     = 500
+	MaxRunPageBytes     = 4 << 20
+)
 
 // StartRun opens a run for trusted code, as start_run does for the agent.
 // The run belongs to the scope of ctx (see ScopeFunc).
@@ -61,24 +81,45 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 	return runInfo(r), nil
 }
 
-// Run returns a run and its changes, newest first, as get_run does. A run
-// of another scope is reported as not found.
-func (g *Guard) Run(ctx context.Context, runID string) (*RunDetail, error) {
-	return g.runDetail(ctx, nil, runID)
+// Run returns a run and a page of its changes, newest first, as get_run
+// does. A run of another scope is reported as not found.
+func (g *Guard) Run(ctx context.Context, runID string, page RunPage) (*RunDetail, error) {
+	return g.runDetail(ctx, nil, runID, page)
 }
 
-func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID string) (*RunDetail, error) {
+func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID string, page RunPage) (*RunDetail, error) {
+	switch {
+	case page.Limit < 0 || page.Limit > MaxRunPageLimit:
+		return nil, Refuse("limit must be between 1 and %d", MaxRunPageLimit)
+	case page.Limit == 0:
+		page.Limit = DefaultRunPageLimit
+	}
 	r, err := g.scopedRun(ctx, req, runID)
 	if err != nil {
 		return nil, err
 	}
-	changes, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
+	f := ledger.ChangeFilter{RunID: r.ID, Limit: page.Limit + 1}
+	if page.Cursor != "" {
+		after, err := g.ledger.Get(ctx, page.Cursor)
+		if !validID(page.Cursor, changeIDPrefix) || err != nil || after.RunID != r.ID {
+			return nil, Refuse("cursor %q is not a next_cursor of run %s; start again without a cursor", cut(page.Cursor, 32), r.ID)
+		}
+		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
+	}
+	changes, err := g.ledger.ListChanges(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	d := &RunDetail{RunInfo: *runInfo(r), Changes: []ChangeStatus{}}
-	for _, c := range changes {
-		d.Changes = append(d.Changes, *statusOf(c))
+	size := 0
+	for i, c := range changes {
+		if i == page.Limit || (i > 0 && size >= MaxRunPageBytes) {
+			d.NextCursor = changes[i-1].ID
+			break
+		}
+		st := statusOf(c)
+		size += approxSize(st)
+		d.Changes = append(d.Changes, *st)
 	}
 	if r.Report != nil {
 		d.Report, err = decodeReport(r.Report)
@@ -156,6 +197,26 @@ func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 
 func runNotFound(id string) error {
 	return refuse(ErrNotFound, "", "run %s not found; start one with start_run", id)
+}
+
+// approxSize is about the size of a change's JSON in an answer.
+func approxSize(st *ChangeStatus) int {
+	n := 512 + len(st.Summary) + len(st.Resource)
+	for _, d := range st.Diff {
+		n += len(d.Field) + len(d.Before) + len(d.After) + 32
+	}
+	for _, w := range st.Warnings {
+		n += len(w) + 4
+	}
+	return n
+}
+
+// cut shortens s to at most n bytes for a message.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func runInfo(r *ledger.Run) *RunInfo {

@@ -255,22 +255,23 @@ func (p *runPlan) digest() string {
 	return canonjson.Hash(b)
 }
 
+// maxReportSummary caps a change's summary in a run report.
+const maxReportSummary = 300
+
 // report renders a plan as a dry run's report (will_undo) or a real undo's
 // (undone).
 func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
 	undo := []RunStep{}
 	for _, s := range p.steps {
-		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: s.c.Summary, Resource: s.c.Resource, Transactional: s.tx}
-		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Reason: s.reason, Drift: s.drift}
-		if note.Drift == nil {
-			note.Drift = []Drift{}
-		}
+		summary := cut(s.c.Summary, maxReportSummary)
+		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: summary, Resource: s.c.Resource, Transactional: s.tx}
+		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Reason: s.reason, Drift: boundDrift(s.drift)}
 		if s.reviewed && (!s.carriesOut() || s.failed != "") {
 			rep.NotCarriedOut = append(rep.NotCarriedOut, s.c.ID)
 		}
 		if s.linkedTo != "" {
-			rep.Notes = append(rep.Notes, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Drift: []Drift{},
+			rep.Notes = append(rep.Notes, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Drift: []Drift{},
 				Reason: fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
 					"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.linkedTo, s.linkedTo)})
 		}
@@ -283,7 +284,7 @@ func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 			}
 			undo = append(undo, step)
 			for _, w := range s.warnings {
-				rep.Irreversible = append(rep.Irreversible, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: s.c.Summary, Reason: w, Drift: []Drift{}})
+				rep.Irreversible = append(rep.Irreversible, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Reason: w, Drift: []Drift{}})
 			}
 		case verdictNoNetChange:
 			if s.failed != "" {

@@ -158,7 +158,9 @@ type (
 		Label string `json:"label" jsonschema:"what the task is, in a few words (e.g. Checkout tracking)"`
 	}
 	getRunInput struct {
-		RunID string `json:"run_id"`
+		RunID  string `json:"run_id"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many changes (default 100, at most 500)"`
+		Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page, to read the next one"`
 	}
 	listRunsInput struct {
 		Status string `json:"status,omitempty" jsonschema:"only runs in this status: open, undoing, undone or partially_undone"`
@@ -225,11 +227,11 @@ func (g *Guard) addRunTools() {
 	})
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_run"),
-		Description:  "Show a run and its changes, newest first, with diffs and statuses, and the report of its undo once there is one. Tokens are never shown.",
+		Description:  "Show a run and its changes, newest first, with diffs and statuses, and the report of its undo once there is one. Tokens are never shown. Changes come a page at a time: when next_cursor is set, call again with it as cursor for the next page.",
 		OutputSchema: outputSchema[RunDetail](),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in getRunInput) (*mcp.CallToolResult, *RunDetail, error) {
-		res, err := g.runDetail(ctx, req, in.RunID)
+		res, err := g.runDetail(ctx, req, in.RunID, RunPage{Limit: in.Limit, Cursor: in.Cursor})
 		return nil, res, g.toolError(err)
 	})
 	addTool(g, &mcp.Tool{
