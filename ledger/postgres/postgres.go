@@ -47,6 +47,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
@@ -176,16 +177,18 @@ func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta")
 	return statements{
-		insertChange:  r.Replace(`INSERT INTO {changes} (` + changeColumns + `) VALUES (` + placeholders(1, 32) + `)`),
-		selectChanges: r.Replace(`SELECT ` + changeColumns + ` FROM {changes}`),
-		updateChange:  r.Replace(updateChangeSQL),
+		insertChange:  r.Replace(`INSERT INTO {changes} (` + sqlval.Changes.Columns() + `) VALUES (` + placeholders(1, sqlval.Changes.Len()) + `)`),
+		selectChanges: r.Replace(`SELECT ` + sqlval.Changes.Columns() + ` FROM {changes}`),
+		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
+			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),
 		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),
 		deleteChanges: r.Replace(`DELETE FROM {changes} WHERE id = ANY($1) AND status = ANY($2)`),
-		insertRun:     r.Replace(`INSERT INTO {runs} (` + runColumns + `) VALUES (` + placeholders(1, 11) + `)`),
-		selectRuns:    r.Replace(`SELECT ` + runColumns + ` FROM {runs}`),
-		updateRun:     r.Replace(updateRunSQL),
-		runStatus:     r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
-		lockRuns:      r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		insertRun:     r.Replace(`INSERT INTO {runs} (` + sqlval.Runs.Columns() + `) VALUES (` + placeholders(1, sqlval.Runs.Len()) + `)`),
+		selectRuns:    r.Replace(`SELECT ` + sqlval.Runs.Columns() + ` FROM {runs}`),
+		updateRun: r.Replace(`UPDATE {runs} SET ` + sqlval.Runs.Assignments(dollar) +
+			` WHERE id = ` + dollar(sqlval.Runs.Mutable()+1) + ` AND status = ` + dollar(sqlval.Runs.Mutable()+2)),
+		runStatus: r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
+		lockRuns:  r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
 			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
 		getMeta: r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
