@@ -29,15 +29,20 @@ func exerciseRuns(t *testing.T, h Harness) {
 func fullRun(id string) *ledger.Run {
 	return &ledger.Run{ID: id, Label: "tidy notes – ünïcode 😀", ScopeHash: "scope", Status: ledger.RunUndoing,
 		PlanHash: "plan", ConfirmHash: "confirm", ConfirmExpiresAt: t0.Add(time.Minute + time.Nanosecond),
+		Kind: ledger.RunSession, SessionKey: "session-digest",
 		Report: json.RawMessage(`{"z":[3],"a":null}`), UndoneBy: "agent",
 		CreatedAt: t0.In(time.FixedZone("Y", -3600)), UpdatedAt: t0.Add(time.Second)}
 }
 
-// storedRun is what reading r back must return.
+// storedRun is what reading r back must return: times in UTC microseconds,
+// and an empty Kind as RunTask.
 func storedRun(r *ledger.Run) *ledger.Run {
 	d := *r // not r.Clone(), which turns an empty report into nil
 	d.Report = slices.Clone(r.Report)
 	d.ConfirmExpiresAt, d.CreatedAt, d.UpdatedAt = storedTime(d.ConfirmExpiresAt), storedTime(d.CreatedAt), storedTime(d.UpdatedAt)
+	if d.Kind == "" {
+		d.Kind = ledger.RunTask // an empty kind is stored as a task run
+	}
 	return &d
 }
 

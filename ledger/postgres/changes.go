@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
@@ -45,34 +44,27 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 
 // ListChanges returns the changes that match f, newest first (by creation
 // time, then by ID descending, byte by byte, for changes created in the
-// same microsecond). It locks nothing.
+// same microsecond), at most f.Limit of them, from just after f.Before.
+// It locks nothing.
 func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	var a args
-	var where []string
-	if len(f.Statuses) > 0 {
-		where = append(where, "status = ANY("+a.add(stringSlice(f.Statuses))+")")
-	}
-	if f.RunID != "" {
-		where = append(where, "run_id = "+a.add(f.RunID))
-	}
-	if !f.UpdatedBefore.IsZero() {
-		where = append(where, "updated_at < "+a.add(sqlval.CeilMicro(f.UpdatedBefore)))
-	}
-	query := b.sql.selectChanges
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT " + a.add(f.Limit)
-	}
+	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, true)
+	query := b.sql.selectChanges + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list changes in"
-	rows, err := q.QueryContext(ctx, query, a...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
 	out, err := sqlval.ScanAll(rows, sqlval.Changes.Scan)
 	return out, b.interpretError(op, err)
+}
+
+// CountChanges returns how many changes match f, whatever its Limit and
+// Before. It locks nothing.
+func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
+	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
+	var n int
+	err := q.QueryRowContext(ctx, b.sql.countChanges+w.String(), w.Args...).Scan(&n)
+	return n, b.interpretError("count changes in", err)
 }
 
 // DeleteChanges deletes the changes with the given IDs whose status is
@@ -122,10 +114,4 @@ func (b *Backend) casResult(ctx context.Context, q ledger.Querier, op, kind, id,
 		return b.interpretError(op+" "+kind+" "+id, err)
 	}
 	return rowError(op, kind, id, conflict(from, now))
-}
-
-// CountChanges returns how many changes match f.
-// TODO(wave2): implemented by the ledger layer's work; placeholder.
-func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
-	return 0, b.interpretError("count changes in", errNotYet)
 }

@@ -52,7 +52,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
@@ -168,17 +168,26 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 // is an identifier, which SQL cannot take as a parameter: it is validated
 // by parseTarget and quoted here; every value is a parameter.
 type statements struct {
-	insertChange, selectChanges, updateChange, changeStatus, deleteChanges string
-	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns      string
-	getMeta, setMeta                                                       string
+	insertChange, selectChanges, countChanges, updateChange, changeStatus string
+	deleteChanges, changeDeps                                             string
+	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
+	getMeta, setMeta                                                      string
 }
 
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta")
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps")
 	return statements{
-		insertChange:  r.Replace(`INSERT INTO {changes} (` + sqlval.Changes.Columns() + `) VALUES (` + placeholders(1, sqlval.Changes.Len()) + `)`),
+		// One statement inserts the change and its change_deps rows
+		// (none when depends_on is NULL), so that neither is ever
+		// stored without the other.
+		insertChange: r.Replace(`WITH c AS (INSERT INTO {changes} (` + sqlval.Changes.Columns() + `) VALUES (` +
+			placeholders(1, sqlval.Changes.Len()) + `) RETURNING id, depends_on)
+			INSERT INTO {change_deps} (change_id, resource)
+			SELECT DISTINCT c.id, d.resource FROM c, json_array_elements_text(c.depends_on::json) AS d (resource)`),
 		selectChanges: r.Replace(`SELECT ` + sqlval.Changes.Columns() + ` FROM {changes}`),
+		countChanges:  r.Replace(`SELECT count(*) FROM {changes}`),
+		changeDeps:    r.Replace(`{change_deps}`),
 		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
 			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),
 		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
@@ -44,24 +43,10 @@ func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending). It locks nothing.
 func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
-	var a args
-	var where []string
-	if len(f.Statuses) > 0 {
-		where = append(where, "status = ANY("+a.add(stringSlice(f.Statuses))+")")
-	}
-	if f.ScopeHash != "" {
-		where = append(where, "scope_hash = "+a.add(f.ScopeHash))
-	}
-	query := b.sql.selectRuns
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT " + a.add(f.Limit)
-	}
+	w := sqlval.RunWhere(dialect, f)
+	query := b.sql.selectRuns + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list runs in"
-	rows, err := q.QueryContext(ctx, query, a...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}

@@ -11,8 +11,9 @@ import (
 // ledger; bool is boolean here, and a list of IDs or statuses is one
 // text[] parameter (= ANY($n)).
 
-// dialect is how this backend binds booleans: as booleans.
-var dialect = sqlval.Dialect{Bool: func(b bool) any { return b }}
+// dialect is how this backend spells booleans (boolean), parameters ($n)
+// and lists (one text[] parameter).
+var dialect = sqlval.Dialect{Bool: func(b bool) any { return b }, Param: dollar, ArrayParam: true}
 
 // dollar is the n-th placeholder, $n.
 func dollar(n int) string { return "$" + strconv.Itoa(n) }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
@@ -47,38 +46,26 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 
 // ListChanges returns the changes that match f, newest first (by creation
 // time, then by ID descending for changes created in the same
-// microsecond).
+// microsecond), at most f.Limit of them, from just after f.Before.
 func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	var where []string
-	var args []any
-	if len(f.Statuses) > 0 {
-		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
-		args = appendStrings(args, f.Statuses)
-	}
-	if f.RunID != "" {
-		where = append(where, "run_id = ?")
-		args = append(args, f.RunID)
-	}
-	if !f.UpdatedBefore.IsZero() {
-		where = append(where, "updated_at < ?")
-		args = append(args, sqlval.CeilMicro(f.UpdatedBefore))
-	}
-	query := `SELECT ` + sqlval.Changes.Columns() + ` FROM changes`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	w := sqlval.ChangeWhere(dialect, f, "change_deps", true)
+	query := `SELECT ` + sqlval.Changes.Columns() + ` FROM changes` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list changes in"
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
 	out, err := sqlval.ScanAll(rows, sqlval.Changes.Scan)
 	return out, b.interpretError(op, err)
+}
+
+// CountChanges returns how many changes match f, whatever its Limit and
+// Before.
+func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
+	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM changes`+w.String(), w.Args...).Scan(&n)
+	return n, b.interpretError("count changes in", err)
 }
 
 // DeleteChanges deletes the changes with the given IDs whose status is
@@ -133,10 +120,4 @@ func (b *Backend) casResult(ctx context.Context, q ledger.Querier, op, kind, id,
 		return b.interpretError(op+" "+kind+" "+id, err)
 	}
 	return rowError(op, kind, id, conflict(from, now))
-}
-
-// CountChanges returns how many changes match f.
-// TODO(wave2): implemented by the ledger layer's work; placeholder.
-func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
-	return 0, b.interpretError("count changes in", errNotYet)
 }

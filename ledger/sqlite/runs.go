@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
@@ -45,27 +44,10 @@ func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending).
 func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
-	var where []string
-	var args []any
-	if len(f.Statuses) > 0 {
-		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
-		args = appendStrings(args, f.Statuses)
-	}
-	if f.ScopeHash != "" {
-		where = append(where, "scope_hash = ?")
-		args = append(args, f.ScopeHash)
-	}
-	query := `SELECT ` + sqlval.Runs.Columns() + ` FROM runs`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	w := sqlval.RunWhere(dialect, f)
+	query := `SELECT ` + sqlval.Runs.Columns() + ` FROM runs` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list runs in"
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}

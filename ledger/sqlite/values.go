@@ -12,13 +12,17 @@ import (
 // SQLite's limit on host parameters.
 const maxIDsPerStatement = 500
 
-// dialect is how this backend binds booleans.
-var dialect = sqlval.Dialect{Bool: func(b bool) any {
-	if b {
-		return int64(1)
-	}
-	return int64(0)
-}}
+// dialect is how this backend spells booleans (INTEGER 0 or 1) and
+// parameters ("?", one per value of a list).
+var dialect = sqlval.Dialect{
+	Bool: func(b bool) any {
+		if b {
+			return int64(1)
+		}
+		return int64(0)
+	},
+	Param: question,
+}
 
 // question is the placeholder of every parameter.
 func question(int) string { return "?" }

@@ -9,8 +9,9 @@ import (
 
 // Changes is the one mapping between rows of the changes table and
 // ledger.Change, for every backend. Fixed columns are set when the change
-// is previewed and never written again: id, action, scope_hash, run_id and
-// created_at.
+// is previewed and never written again: id, action, scope_hash, run_id,
+// created_at and depends_on. A backend also keeps change_deps, one row per
+// resource of depends_on, when it inserts a change.
 var Changes = NewTable(
 	fixed(Text("id", func(c *ledger.Change) *string { return &c.ID })),
 	fixed(Text("action", func(c *ledger.Change) *string { return &c.Action })),
@@ -44,11 +45,15 @@ var Changes = NewTable(
 	Time("undone_at", func(c *ledger.Change) *time.Time { return &c.UndoneAt }),
 	Strings("redact_fields", func(c *ledger.Change) *[]string { return &c.RedactFields }),
 	Time("redacted_at", func(c *ledger.Change) *time.Time { return &c.RedactedAt }),
+	Text("failure", func(c *ledger.Change) *ledger.Failure { return &c.Failure }),
+	Bool("nothing_written", func(c *ledger.Change) *bool { return &c.NothingWritten }),
+	fixed(Strings("depends_on", func(c *ledger.Change) *[]string { return &c.DependsOn })),
 )
 
 // Runs is the one mapping between rows of the runs table and ledger.Run,
 // for every backend. Fixed columns are set when the run starts: id,
-// scope_hash and created_at.
+// scope_hash, created_at, kind and session_key. An empty Kind is stored,
+// and reads back, as ledger.RunTask.
 var Runs = NewTable(
 	fixed(Text("id", func(r *ledger.Run) *string { return &r.ID })),
 	Text("label", func(r *ledger.Run) *string { return &r.Label }),
@@ -61,4 +66,6 @@ var Runs = NewTable(
 	Text("undone_by", func(r *ledger.Run) *string { return &r.UndoneBy }),
 	fixed(Time("created_at", func(r *ledger.Run) *time.Time { return &r.CreatedAt })),
 	Time("updated_at", func(r *ledger.Run) *time.Time { return &r.UpdatedAt }),
+	fixed(TextOr("kind", func(r *ledger.Run) *ledger.RunKind { return &r.Kind }, ledger.RunTask)),
+	fixed(Text("session_key", func(r *ledger.Run) *string { return &r.SessionKey })),
 )

@@ -8,13 +8,19 @@ import (
 	"time"
 )
 
-// Dialect is how a backend binds the values that differ between databases.
+// Dialect is how a backend spells what differs between databases.
 // Everything else about a row (its columns, their order, how each Go value
 // becomes a column value and back) is in a Table, shared by every backend.
 type Dialect struct {
 	// Bool is the column value of b: INTEGER 0 or 1 on SQLite, boolean
 	// on PostgreSQL.
 	Bool func(b bool) any
+	// Param is the placeholder of the n-th parameter of a statement
+	// (from 1): "?" on SQLite, "$n" on PostgreSQL.
+	Param func(n int) string
+	// ArrayParam says that a list of values binds as one array
+	// parameter (column = ANY($n)) rather than one parameter each.
+	ArrayParam bool
 }
 
 // Table maps the rows of one table to values of T: it is the one list of
