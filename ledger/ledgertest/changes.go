@@ -17,6 +17,8 @@ func exerciseChanges(t *testing.T, h Harness) {
 	runAll(t, h, []test{
 		{"FixtureSetsEveryField", testChangeFixture},
 		{"RoundTripKeepsEveryField", testChangeRoundTrip},
+		{"EachFieldHasItsOwnColumn", testChangeOwnColumns},
+		{"EachFieldIsInTheColumnNamedForIt", testColumnNames},
 		{"RoundTripKeepsNilAndEmptyApart", testChangeNilAndEmpty},
 		{"TimesComeBackAsUTCMicroseconds", testChangeTimes},
 		{"TextAndJSONAreStoredByteForByte", testChangeTextExact},
@@ -28,6 +30,9 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"UpdateOfMissingChangeIsNotFound", testChangeUpdateMissing},
 		{"ConstraintsRefuseInvalidRows", testChangeConstraints},
 		{"ListFiltersNewestFirst", testChangeList},
+		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},
+		{"DependsOnFindsEachChangeOnceAndForgetsDeletedOnes", testChangeDependsOn},
+		{"PagingVisitsEveryChangeOnceNewestFirst", testChangePaging},
 		{"DeleteOnlyInGivenStatuses", testChangeDelete},
 		{"DeleteManyAtOnce", testChangeDeleteMany},
 	})
@@ -284,6 +289,7 @@ func testChangeConstraints(t *testing.T, h Harness) {
 		{ID: "chg_status", Action: "a", Status: "bogus", CreatedAt: t0, UpdatedAt: t0},
 		{ID: "", Action: "a", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0},
 		{ID: "chg_noapplytime", Action: "a", Status: ledger.Applied, CreatedAt: t0, UpdatedAt: t0},
+		{ID: "chg_failure", Action: "a", Status: ledger.ApplyFailed, Failure: "bogus", CreatedAt: t0, UpdatedAt: t0},
 	} {
 		if err := b.InsertChange(ctx, l.DB(), bad); err == nil {
 			t.Errorf("inserted an invalid change: %+v", bad)
@@ -294,6 +300,7 @@ func testChangeConstraints(t *testing.T, h Harness) {
 	for _, mutate := range []func(*ledger.Change){
 		func(c *ledger.Change) { c.Status = "bogus" },
 		func(c *ledger.Change) { c.Status, c.AppliedAt = ledger.Applied, time.Time{} },
+		func(c *ledger.Change) { c.Status, c.Failure = ledger.ApplyFailed, "Error" },
 	} {
 		next := c.Clone()
 		mutate(next)
