@@ -39,6 +39,11 @@ var (
 	// backend wraps it together with ErrBusy, which callers see if the
 	// retries run out.
 	ErrRetry = errors.New("transaction aborted by the database to resolve a conflict")
+	// ErrTransition: Tx.UpdateChange or Tx.UpdateRun was asked for a move
+	// that the state machine does not allow (see Status.CanMoveTo and
+	// RunStatus.CanMoveTo); nothing was written. It is a bug of the
+	// caller, never a race, which is ErrConflict.
+	ErrTransition = errors.New("move not allowed by the ledger's state machine")
 )
 
 // Error is a failure of the ledger itself: it could not be opened, read or
@@ -75,6 +80,8 @@ func hint(err error) string {
 		return " (check the path, or let the server create it)"
 	case errors.Is(err, ErrFull):
 		return " (free disk space; the ledger is unchanged)"
+	case errors.Is(err, ErrTransition):
+		return " (a bug in the calling code: the allowed moves are listed in package ledger's transitions.go; nothing was written)"
 	case errors.Is(err, ErrNetworkFS):
 		return " (move it to a local disk, or use PostgreSQL for ledgers shared across hosts)"
 	}

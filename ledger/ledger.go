@@ -68,9 +68,15 @@ func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx,
 // InsertChange stores a new change.
 func (tx *Tx) InsertChange(c *Change) error { return tx.b.InsertChange(tx.ctx, tx.tx, c) }
 
-// UpdateChange writes c back if its status is still from. A change that
-// becomes terminal has its RedactFields redacted first (see Redact).
+// UpdateChange writes c back if its status is still from. A move from
+// from to c.Status that the state machine does not allow (see
+// Status.CanMoveTo) is refused with an error wrapping ErrTransition before
+// anything is read or written. A change that becomes terminal has its
+// RedactFields redacted first (see Redact).
 func (tx *Tx) UpdateChange(c *Change, from Status) error {
+	if !from.CanMoveTo(c.Status) {
+		return transitionError("change", c.ID, string(from), string(c.Status))
+	}
 	if c.Status.Terminal() && len(c.RedactFields) > 0 && c.RedactedAt.IsZero() {
 		if err := tx.l.redact(tx, c); err != nil {
 			return err
@@ -94,8 +100,16 @@ func (tx *Tx) Run(id string) (*Run, error) { return tx.b.GetRun(tx.ctx, tx.tx, i
 // InsertRun stores a new run.
 func (tx *Tx) InsertRun(r *Run) error { return tx.b.InsertRun(tx.ctx, tx.tx, r) }
 
-// UpdateRun writes r back if its status is still from.
-func (tx *Tx) UpdateRun(r *Run, from RunStatus) error { return tx.b.UpdateRun(tx.ctx, tx.tx, r, from) }
+// UpdateRun writes r back if its status is still from. A move from from
+// to r.Status that the state machine does not allow (see
+// RunStatus.CanMoveTo) is refused with an error wrapping ErrTransition
+// before anything is written.
+func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
+	if !from.CanMoveTo(r.Status) {
+		return transitionError("run", r.ID, string(from), string(r.Status))
+	}
+	return tx.b.UpdateRun(tx.ctx, tx.tx, r, from)
+}
 
 // WithTx runs fn inside one write transaction and commits it if fn returns
 // nil; otherwise it rolls back and returns fn's error. To record a refusal
@@ -235,6 +249,7 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 				return err
 			}
 			c.Status, c.ConfirmHash, c.UpdatedAt = Expired, "", now
+			c.Failure, c.NothingWritten = "", false // expiry is not a failure
 			if err := tx.UpdateChange(c, Pending); err != nil {
 				return err
 			}
@@ -280,6 +295,9 @@ func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, e
 			c.Note = note + " (" + by + ")"
 		}
 		c.ErrorType, c.Error = "Reconciled", "reconciled by an operator: "+note
+		// Whether the write happened is what the operator checked, not
+		// what the ledger knows.
+		c.Failure, c.NothingWritten = FailureInterrupted, false
 		c.ConfirmHash, c.UndoHash, c.UpdatedAt = "", "", l.now()
 		if err := tx.UpdateChange(c, from); err != nil {
 			return err

@@ -17,6 +17,8 @@ func exerciseChanges(t *testing.T, h Harness) {
 	runAll(t, h, []test{
 		{"FixtureSetsEveryField", testChangeFixture},
 		{"RoundTripKeepsEveryField", testChangeRoundTrip},
+		{"EachFieldHasItsOwnColumn", testChangeOwnColumns},
+		{"EachFieldIsInTheColumnNamedForIt", testColumnNames},
 		{"RoundTripKeepsNilAndEmptyApart", testChangeNilAndEmpty},
 		{"TimesComeBackAsUTCMicroseconds", testChangeTimes},
 		{"TextAndJSONAreStoredByteForByte", testChangeTextExact},
@@ -28,6 +30,9 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"UpdateOfMissingChangeIsNotFound", testChangeUpdateMissing},
 		{"ConstraintsRefuseInvalidRows", testChangeConstraints},
 		{"ListFiltersNewestFirst", testChangeList},
+		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},
+		{"DependsOnFindsEachChangeOnceAndForgetsDeletedOnes", testChangeDependsOn},
+		{"PagingVisitsEveryChangeOnceNewestFirst", testChangePaging},
 		{"DeleteOnlyInGivenStatuses", testChangeDelete},
 		{"DeleteManyAtOnce", testChangeDeleteMany},
 	})
@@ -234,7 +239,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 	next := fullChange("chg_1", sec(50))
 	next.Status = ledger.Applying
 	// Fixed at preview, so never written by an update:
-	next.Action, next.ScopeHash, next.RunID = "changed", "changed", "run_b"
+	next.Action, next.ScopeHash, next.RunID, next.DependsOn = "changed", "changed", "run_b", []string{"changed"}
 	err := l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Applied)
 	if !errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "applied") || !strings.Contains(err.Error(), "pending") {
 		t.Fatalf("update from the wrong status: %v; want ErrConflict naming both statuses", err)
@@ -247,7 +252,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	want := stored(next)
-	want.Action, want.ScopeHash, want.RunID, want.CreatedAt = c.Action, c.ScopeHash, c.RunID, c.CreatedAt
+	want.Action, want.ScopeHash, want.RunID, want.CreatedAt, want.DependsOn = c.Action, c.ScopeHash, c.RunID, c.CreatedAt, c.DependsOn
 	if got := mustGet(t, l, "chg_1"); !reflect.DeepEqual(got, want) {
 		t.Errorf("after update:\n got %#v\nwant %#v", got, want)
 	}
@@ -269,6 +274,7 @@ func testChangeUpdateMissing(t *testing.T, h Harness) {
 	if !errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrConflict) || !errors.As(err, &le) {
 		t.Errorf("update of a missing change: %v, want a *ledger.Error wrapping ErrNotFound", err)
 	}
+	gone.Status = ledger.Applying // a move the state machine allows
 	err = l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(gone, ledger.Pending) })
 	if !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("update of a missing change in a transaction: %v, want ErrNotFound", err)
@@ -283,6 +289,7 @@ func testChangeConstraints(t *testing.T, h Harness) {
 		{ID: "chg_status", Action: "a", Status: "bogus", CreatedAt: t0, UpdatedAt: t0},
 		{ID: "", Action: "a", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0},
 		{ID: "chg_noapplytime", Action: "a", Status: ledger.Applied, CreatedAt: t0, UpdatedAt: t0},
+		{ID: "chg_failure", Action: "a", Status: ledger.ApplyFailed, Failure: "bogus", CreatedAt: t0, UpdatedAt: t0},
 	} {
 		if err := b.InsertChange(ctx, l.DB(), bad); err == nil {
 			t.Errorf("inserted an invalid change: %+v", bad)
@@ -293,6 +300,7 @@ func testChangeConstraints(t *testing.T, h Harness) {
 	for _, mutate := range []func(*ledger.Change){
 		func(c *ledger.Change) { c.Status = "bogus" },
 		func(c *ledger.Change) { c.Status, c.AppliedAt = ledger.Applied, time.Time{} },
+		func(c *ledger.Change) { c.Status, c.Failure = ledger.ApplyFailed, "Error" },
 	} {
 		next := c.Clone()
 		mutate(next)

@@ -130,6 +130,7 @@ func fullChange(id string, created time.Time) *ledger.Change {
 		StateHash: "state-hash", Before: json.RawMessage(`{"x":0}`), After: json.RawMessage(`{"x":1}`),
 		ConfirmHash: "confirm-hash", UndoHash: "undo-hash", Undoable: true, Transactional: true,
 		Result: json.RawMessage(`{"ok":true}`), ErrorType: "*fs.PathError", Error: "open x: denied",
+		Failure: ledger.FailureResultTooLarge, NothingWritten: true, DependsOn: []string{"rule:42", "funnel:7"},
 		Note: "checked", AppliedBy: "agent", UndoneBy: "person:ann",
 		RedactFields: []string{"value", "key"}, RedactedAt: created.Add(4 * time.Second),
 		CreatedAt: created, UpdatedAt: created.Add(time.Second), ExpiresAt: created.Add(15 * time.Minute),
@@ -149,7 +150,7 @@ func pendingChange(id string, created time.Time) *ledger.Change {
 // truncated to the microsecond.
 func stored(c *ledger.Change) *ledger.Change {
 	d := *c // not c.Clone(), which turns empty JSON values into nil
-	d.Warnings, d.RedactFields = slices.Clone(c.Warnings), slices.Clone(c.RedactFields)
+	d.Warnings, d.RedactFields, d.DependsOn = slices.Clone(c.Warnings), slices.Clone(c.RedactFields), slices.Clone(c.DependsOn)
 	for _, p := range []*json.RawMessage{&d.Payload, &d.Diff, &d.Before, &d.After, &d.Result} {
 		*p = slices.Clone(*p)
 	}

@@ -17,6 +17,7 @@ func exerciseRuns(t *testing.T, h Harness) {
 	runAll(t, h, []test{
 		{"FixtureSetsEveryField", testRunFixture},
 		{"RoundTripKeepsEveryField", testRunRoundTrip},
+		{"EachFieldHasItsOwnColumn", testRunOwnColumns},
 		{"DuplicateIDIsRefused", testRunDuplicate},
 		{"MissingRunIsNotFound", testRunNotFound},
 		{"UpdateIsCompareAndSet", testRunCompareAndSet},
@@ -29,15 +30,20 @@ func exerciseRuns(t *testing.T, h Harness) {
 func fullRun(id string) *ledger.Run {
 	return &ledger.Run{ID: id, Label: "tidy notes – ünïcode 😀", ScopeHash: "scope", Status: ledger.RunUndoing,
 		PlanHash: "plan", ConfirmHash: "confirm", ConfirmExpiresAt: t0.Add(time.Minute + time.Nanosecond),
+		Kind: ledger.RunSession, SessionKey: "session-digest",
 		Report: json.RawMessage(`{"z":[3],"a":null}`), UndoneBy: "agent",
 		CreatedAt: t0.In(time.FixedZone("Y", -3600)), UpdatedAt: t0.Add(time.Second)}
 }
 
-// storedRun is what reading r back must return.
+// storedRun is what reading r back must return: times in UTC microseconds,
+// and an empty Kind as RunTask.
 func storedRun(r *ledger.Run) *ledger.Run {
 	d := *r // not r.Clone(), which turns an empty report into nil
 	d.Report = slices.Clone(r.Report)
 	d.ConfirmExpiresAt, d.CreatedAt, d.UpdatedAt = storedTime(d.ConfirmExpiresAt), storedTime(d.CreatedAt), storedTime(d.UpdatedAt)
+	if d.Kind == "" {
+		d.Kind = ledger.RunTask // an empty kind is stored as a task run
+	}
 	return &d
 }
 
@@ -152,6 +158,9 @@ func testRunInvalidStatus(t *testing.T, h Harness) {
 	if err := l.Backend().InsertRun(ctx, l.DB(), &ledger.Run{ID: "", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err == nil {
 		t.Error("inserted a run with an empty ID")
 	}
+	if err := l.Backend().InsertRun(ctx, l.DB(), &ledger.Run{ID: "run_k", Status: ledger.RunOpen, Kind: "Task", CreatedAt: t0, UpdatedAt: t0}); err == nil {
+		t.Error("inserted a run with an invalid kind")
+	}
 	insertRuns(t, l, "run_1")
 	err := l.Backend().UpdateRun(ctx, l.DB(), &ledger.Run{ID: "run_1", Status: "bogus", CreatedAt: t0, UpdatedAt: t0}, ledger.RunOpen)
 	if err == nil {
@@ -167,9 +176,12 @@ func testRunList(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	for _, r := range []*ledger.Run{
 		{ID: "run_1", ScopeHash: "a", Status: ledger.RunUndone, CreatedAt: sec(1), UpdatedAt: sec(1)},
-		{ID: "run_2", ScopeHash: "b", Status: ledger.RunOpen, CreatedAt: sec(2), UpdatedAt: sec(2)},
-		{ID: "run_3b", ScopeHash: "a", Status: ledger.RunOpen, CreatedAt: sec(3), UpdatedAt: sec(3)},
+		{ID: "run_2", ScopeHash: "b", Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: sec(2), UpdatedAt: sec(2)},
+		{ID: "run_3b", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(3), UpdatedAt: sec(3)},
 		{ID: "run_3a", ScopeHash: "a", Status: ledger.RunPartiallyUndone, CreatedAt: sec(3), UpdatedAt: sec(3)},
+		{ID: "run_4", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k2", CreatedAt: sec(4), UpdatedAt: sec(10)},
+		{ID: "run_5", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(5), UpdatedAt: sec(5)},
+		{ID: "run_6", ScopeHash: "b", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(6), UpdatedAt: sec(6)},
 	} {
 		if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
 			t.Fatal(err)
@@ -179,12 +191,25 @@ func testRunList(t *testing.T, h Harness) {
 		f    ledger.RunFilter
 		want string
 	}{
-		{ledger.RunFilter{}, "run_3b run_3a run_2 run_1"},
-		{ledger.RunFilter{Limit: 1}, "run_3b"},
-		{ledger.RunFilter{ScopeHash: "a"}, "run_3b run_3a run_1"},
-		{ledger.RunFilter{ScopeHash: "a", Statuses: []ledger.RunStatus{ledger.RunOpen, ledger.RunUndone}}, "run_3b run_1"},
+		{ledger.RunFilter{}, "run_6 run_5 run_4 run_3b run_3a run_2 run_1"},
+		{ledger.RunFilter{Limit: 1}, "run_6"},
+		{ledger.RunFilter{ScopeHash: "a"}, "run_5 run_4 run_3b run_3a run_1"},
+		{ledger.RunFilter{ScopeHash: "a", Statuses: []ledger.RunStatus{ledger.RunOpen, ledger.RunUndone}}, "run_5 run_4 run_3b run_1"},
 		{ledger.RunFilter{Statuses: []ledger.RunStatus{ledger.RunUndoing}}, ""},
 		{ledger.RunFilter{ScopeHash: "none"}, ""},
+		// An empty kind was stored as a task run.
+		{ledger.RunFilter{Kind: ledger.RunTask}, "run_3a run_2 run_1"},
+		{ledger.RunFilter{Kind: ledger.RunSession}, "run_6 run_5 run_4 run_3b"},
+		{ledger.RunFilter{SessionKey: "k1"}, "run_6 run_5 run_3b"},
+		// The session run of a caller: its scope, its session, open,
+		// the newest.
+		{ledger.RunFilter{ScopeHash: "a", SessionKey: "k1", Kind: ledger.RunSession, Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1}, "run_5"},
+		{ledger.RunFilter{ScopeHash: "a", SessionKey: "k3", Kind: ledger.RunSession}, ""},
+		// Strictly before, also with nanoseconds.
+		{ledger.RunFilter{UpdatedBefore: sec(5)}, "run_3b run_3a run_2 run_1"},
+		{ledger.RunFilter{UpdatedBefore: sec(5).Add(time.Nanosecond)}, "run_5 run_3b run_3a run_2 run_1"},
+		{ledger.RunFilter{UpdatedBefore: sec(5).Add(-time.Nanosecond)}, "run_3b run_3a run_2 run_1"},
+		{ledger.RunFilter{UpdatedBefore: sec(11), Kind: ledger.RunSession, ScopeHash: "a"}, "run_5 run_4 run_3b"},
 	} {
 		rs, err := l.ListRuns(ctx, tc.f)
 		if err != nil {

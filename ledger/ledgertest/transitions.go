@@ -21,6 +21,10 @@ func exerciseTransitions(t *testing.T, h Harness) {
 		{"ExpireStaleMovesOnlyExpiredPending", testExpireStale},
 		{"ReconcileClosesOnlyInFlightChanges", testReconcile},
 		{"TerminalTransitionRedactsMarkedFields", testRedaction},
+		{"EveryAllowedChangeMoveIsWrittenAndNoOther", testChangeMoves},
+		{"EveryAllowedRunMoveIsWrittenAndNoOther", testRunMoves},
+		{"BackwardMovesAreRefused", testNamedRefusals},
+		{"ReconcileRecordsAnInterruptedFailure", testFailureKinds},
 		{"CheckFindsNothingWrongInAFreshLedger", testCheckFresh},
 		{"SecondHandleSharesTheRows", testSecondHandle},
 	})

@@ -89,7 +89,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 		t.Errorf("refused opens created tables %q or schemas (%d)", got, schemas)
 	}
 	b := open(t, dsn, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "public"); got != "changes changeset_migrations meta runs" {
+	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations meta runs" {
 		t.Errorf("tables of a new ledger: %q", got)
 	}
 	if b.Schema() != "public" {
@@ -97,7 +97,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 	}
 	var versions string
 	if err := db.QueryRow(`SELECT string_agg(version || ':' || name, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil ||
-		versions != "1:001_initial.sql 2:002_redaction.sql" {
+		versions != "1:001_initial.sql 2:002_redaction.sql 3:003_failures_deps_sessions.sql" {
 		t.Errorf("changeset_migrations: %q %v", versions, err)
 	}
 	// Opened again, with or without create, it is used as it is.
@@ -131,7 +131,7 @@ func TestOpen_RefusesForeignTables(t *testing.T) {
 	}
 	// Asked to create, the ledger goes beside the application's tables.
 	open(t, other, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "other"); got != "changes changeset_migrations invoices meta runs" {
+	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices meta runs" {
 		t.Errorf("tables: %q", got)
 	}
 }
@@ -179,7 +179,7 @@ func TestOpen_SchemasKeepLedgersApart(t *testing.T) {
 	if _, err := a.DB().ExecContext(ctx, `CREATE TABLE tickets (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	if got := tables(t, rawDB(t, dsn), "server_a"); got != "changes changeset_migrations meta runs tickets" {
+	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations meta runs tickets" {
 		t.Errorf("tables of server_a: %q", got)
 	}
 	if !strings.Contains(a.Location(), "changeset_schema=server_a") {
@@ -300,10 +300,8 @@ func TestOpen_UpgradesAnOlderLedgerOnce(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	db := rawDB(t, dsn)
-	open(t, dsn, ledger.OpenOptions{Create: true}).Close()
-	// Take the ledger back to schema version 1, with a row in it.
-	mustExec(t, db, `ALTER TABLE changes DROP COLUMN redact_fields, DROP COLUMN redacted_at`)
-	mustExec(t, db, `DELETE FROM changeset_migrations WHERE version > 1`)
+	// A ledger as version 1 of this package left it, with a row in it.
+	oldLedger(t, db, 1)
 	mustExec(t, db, `INSERT INTO changes (id, action, status, payload, created_at, updated_at) VALUES ('chg_old', 'a', 'pending', '{"k":1}', 1, 1)`)
 
 	if _, err := postgres.Open(ctx, dsn, ledger.OpenOptions{ReadOnly: true}); !errors.Is(err, ledger.ErrReadOnly) {
@@ -323,7 +321,7 @@ func TestOpen_UpgradesAnOlderLedgerOnce(t *testing.T) {
 	}
 	wg.Wait()
 	var versions string
-	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2" {
+	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3" {
 		t.Errorf("versions after the upgrade: %q, %v", versions, err)
 	}
 	b := open(t, dsn, ledger.OpenOptions{})

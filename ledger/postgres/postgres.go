@@ -47,11 +47,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
@@ -167,25 +168,36 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 // is an identifier, which SQL cannot take as a parameter: it is validated
 // by parseTarget and quoted here; every value is a parameter.
 type statements struct {
-	insertChange, selectChanges, updateChange, changeStatus, deleteChanges string
-	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns      string
-	getMeta, setMeta                                                       string
+	insertChange, selectChanges, countChanges, updateChange, changeStatus string
+	deleteChanges, changeDeps                                             string
+	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
+	getMeta, setMeta                                                      string
 }
 
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta")
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps")
 	return statements{
-		insertChange:  r.Replace(`INSERT INTO {changes} (` + changeColumns + `) VALUES (` + placeholders(1, 32) + `)`),
-		selectChanges: r.Replace(`SELECT ` + changeColumns + ` FROM {changes}`),
-		updateChange:  r.Replace(updateChangeSQL),
+		// One statement inserts the change and its change_deps rows
+		// (none when depends_on is NULL), so that neither is ever
+		// stored without the other.
+		insertChange: r.Replace(`WITH c AS (INSERT INTO {changes} (` + sqlval.Changes.Columns() + `) VALUES (` +
+			placeholders(1, sqlval.Changes.Len()) + `) RETURNING id, depends_on)
+			INSERT INTO {change_deps} (change_id, resource)
+			SELECT DISTINCT c.id, d.resource FROM c, json_array_elements_text(c.depends_on::json) AS d (resource)`),
+		selectChanges: r.Replace(`SELECT ` + sqlval.Changes.Columns() + ` FROM {changes}`),
+		countChanges:  r.Replace(`SELECT count(*) FROM {changes}`),
+		changeDeps:    r.Replace(`{change_deps}`),
+		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
+			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),
 		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),
 		deleteChanges: r.Replace(`DELETE FROM {changes} WHERE id = ANY($1) AND status = ANY($2)`),
-		insertRun:     r.Replace(`INSERT INTO {runs} (` + runColumns + `) VALUES (` + placeholders(1, 11) + `)`),
-		selectRuns:    r.Replace(`SELECT ` + runColumns + ` FROM {runs}`),
-		updateRun:     r.Replace(updateRunSQL),
-		runStatus:     r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
-		lockRuns:      r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		insertRun:     r.Replace(`INSERT INTO {runs} (` + sqlval.Runs.Columns() + `) VALUES (` + placeholders(1, sqlval.Runs.Len()) + `)`),
+		selectRuns:    r.Replace(`SELECT ` + sqlval.Runs.Columns() + ` FROM {runs}`),
+		updateRun: r.Replace(`UPDATE {runs} SET ` + sqlval.Runs.Assignments(dollar) +
+			` WHERE id = ` + dollar(sqlval.Runs.Mutable()+1) + ` AND status = ` + dollar(sqlval.Runs.Mutable()+2)),
+		runStatus: r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
+		lockRuns:  r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
 			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
 		getMeta: r.Replace(`SELECT value FROM {meta} WHERE key = $1`),

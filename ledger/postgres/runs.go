@@ -3,30 +3,14 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
-// runColumns are the columns of the runs table in the order InsertRun and
-// scanRun use.
-const runColumns = `id, label, scope_hash, status, plan_hash, confirm_hash,
-	confirm_expires_at, report, undone_by, created_at, updated_at`
-
-// updateRunSQL writes back every column except those fixed when the run
-// started: id, scope_hash and created_at.
-const updateRunSQL = `UPDATE {runs} SET
-	label = $1, status = $2, plan_hash = $3, confirm_hash = $4, confirm_expires_at = $5,
-	report = $6, undone_by = $7, updated_at = $8
-	WHERE id = $9 AND status = $10`
-
 // InsertRun stores a new run. It fails if a run with the same ID exists.
 func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
-	_, err := q.ExecContext(ctx, b.sql.insertRun,
-		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
-		sqlval.TimeArg(r.ConfirmExpiresAt), sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.CreatedAt), sqlval.TimeArg(r.UpdatedAt),
-	)
+	_, err := q.ExecContext(ctx, b.sql.insertRun, sqlval.Runs.InsertArgs(r, dialect)...)
 	return b.interpretError("insert run "+r.ID, err)
 }
 
@@ -39,7 +23,7 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 	if _, inTx := q.(*sql.Tx); inTx {
 		query += ` FOR UPDATE`
 	}
-	r, err := scanRun(q.QueryRowContext(ctx, query, id))
+	r, err := sqlval.Runs.Scan(q.QueryRowContext(ctx, query, id))
 	if err != nil {
 		return nil, b.interpretError("find run "+id, err)
 	}
@@ -52,39 +36,21 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // error wrapping [ledger.ErrConflict], and if the run is gone with one
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
-	res, err := q.ExecContext(ctx, b.sql.updateRun,
-		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, sqlval.TimeArg(r.ConfirmExpiresAt),
-		sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.UpdatedAt),
-		r.ID, string(from),
-	)
+	res, err := q.ExecContext(ctx, b.sql.updateRun, sqlval.Runs.UpdateArgs(r, dialect, r.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
 }
 
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending). It locks nothing.
 func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
-	var a args
-	var where []string
-	if len(f.Statuses) > 0 {
-		where = append(where, "status = ANY("+a.add(stringSlice(f.Statuses))+")")
-	}
-	if f.ScopeHash != "" {
-		where = append(where, "scope_hash = "+a.add(f.ScopeHash))
-	}
-	query := b.sql.selectRuns
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT " + a.add(f.Limit)
-	}
+	w := sqlval.RunWhere(dialect, f)
+	query := b.sql.selectRuns + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list runs in"
-	rows, err := q.QueryContext(ctx, query, a...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
-	out, err := sqlval.ScanAll(rows, scanRun)
+	out, err := sqlval.ScanAll(rows, sqlval.Runs.Scan)
 	return out, b.interpretError(op, err)
 }
 
@@ -141,24 +107,4 @@ func inTx(ctx context.Context, q ledger.Querier, fn func(ledger.Querier) error) 
 		return err
 	}
 	return tx.Commit()
-}
-
-// scanRun reads one row of runColumns.
-func scanRun(s sqlval.Scanner) (*ledger.Run, error) {
-	var (
-		r                        ledger.Run
-		status                   string
-		report                   sql.NullString
-		confirmExp, created, upd sql.NullInt64
-	)
-	err := s.Scan(&r.ID, &r.Label, &r.ScopeHash, &status, &r.PlanHash, &r.ConfirmHash,
-		&confirmExp, &report, &r.UndoneBy, &created, &upd)
-	if err != nil {
-		return nil, err
-	}
-	r.Status = ledger.RunStatus(status)
-	r.ConfirmExpiresAt = sqlval.TimeFrom(confirmExp)
-	r.Report = sqlval.JSONFrom(report)
-	r.CreatedAt, r.UpdatedAt = sqlval.TimeFrom(created), sqlval.TimeFrom(upd)
-	return &r, nil
 }

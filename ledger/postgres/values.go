@@ -3,11 +3,20 @@ package postgres
 import (
 	"strconv"
 	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // Values are stored as package sqlval says, exactly as in the SQLite
 // ledger; bool is boolean here, and a list of IDs or statuses is one
 // text[] parameter (= ANY($n)).
+
+// dialect is how this backend spells booleans (boolean), parameters ($n)
+// and lists (one text[] parameter).
+var dialect = sqlval.Dialect{Bool: func(b bool) any { return b }, Param: dollar, ArrayParam: true}
+
+// dollar is the n-th placeholder, $n.
+func dollar(n int) string { return "$" + strconv.Itoa(n) }
 
 // args collects the parameters of a statement built piece by piece.
 type args []any
@@ -15,14 +24,14 @@ type args []any
 // add appends v and returns its placeholder.
 func (a *args) add(v any) string {
 	*a = append(*a, v)
-	return "$" + strconv.Itoa(len(*a))
+	return dollar(len(*a))
 }
 
 // placeholders returns "$from, $from+1, …" with n placeholders.
 func placeholders(from, n int) string {
 	s := make([]string, n)
 	for i := range s {
-		s[i] = "$" + strconv.Itoa(from+i)
+		s[i] = dollar(from + i)
 	}
 	return strings.Join(s, ", ")
 }

@@ -86,3 +86,77 @@ func TestMigrate_ReadOnlyOpenOfAnOlderLedgerIsRefusedUnchanged(t *testing.T) {
 		t.Fatal("the file changed")
 	}
 }
+
+// TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows builds a ledger
+// as version 2 of this package left it and opens it with the current code:
+// old rows read back with the new fields' defaults (a run is a task run),
+// and the new columns, side table, trigger and indexes are there.
+func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{
+		migrations[0].SQL,
+		migrations[1].SQL,
+		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
+		"PRAGMA user_version = 2",
+		`INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_old', 'old run', 's', 'open', 1000, 2000)`,
+		`INSERT INTO changes (id, action, status, scope_hash, run_id, payload, summary, error_type, error, created_at, updated_at, redact_fields)
+		 VALUES ('chg_old', 'set', 'apply_failed', 's', 'run_old', '{"k":"v"}', 'old change', 'E', 'boom', 1000, 3000, '["k"]')`,
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	db.Close()
+
+	ctx := context.Background()
+	b, err := Open(ctx, path, ledger.OpenOptions{BusyTimeout: ledger.DefaultBusyTimeout})
+	if err != nil {
+		t.Fatalf("open a version 2 ledger: %v", err)
+	}
+	defer b.Close()
+	var version int
+	if err := b.DB().QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
+		t.Fatalf("user_version = %d (%v), want 3", version, err)
+	}
+	c, err := b.GetChange(ctx, b.DB(), "chg_old")
+	if err != nil || c.Summary != "old change" || c.Error != "boom" || c.Failure != "" || c.NothingWritten || c.DependsOn != nil || len(c.RedactFields) != 1 {
+		t.Fatalf("the old change after the upgrade: %+v, %v", c, err)
+	}
+	r, err := b.GetRun(ctx, b.DB(), "run_old")
+	if err != nil || r.Label != "old run" || r.Kind != ledger.RunTask || r.SessionKey != "" {
+		t.Fatalf("the old run after the upgrade: %+v, %v (want a task run)", r, err)
+	}
+	n := &ledger.Change{ID: "chg_new", Action: "a", Status: ledger.Pending, RunID: "run_old", DependsOn: []string{"rule:42"},
+		CreatedAt: t0, UpdatedAt: t0}
+	if err := b.InsertChange(ctx, b.DB(), n); err != nil {
+		t.Fatal(err)
+	}
+	deps, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{DependsOn: "rule:42"})
+	if err != nil || len(deps) != 1 || deps[0].ID != "chg_new" {
+		t.Errorf("DependsOn after the upgrade: %v, %v", deps, err)
+	}
+	var objects string
+	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
+		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
+	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_run_created_id changes_scope_status changes_status_updated changes_updated meta runs runs_created runs_session"
+	if err != nil || objects != want {
+		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
+	}
+	for _, bad := range []string{
+		`UPDATE changes SET failure = 'bogus' WHERE id = 'chg_old'`,
+		`UPDATE changes SET nothing_written = 2 WHERE id = 'chg_old'`,
+		`UPDATE runs SET kind = 'bogus' WHERE id = 'run_old'`,
+	} {
+		if _, err := b.DB().Exec(bad); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
+	}
+	if problems, err := b.Check(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("check after the upgrade: %v %v", problems, err)
+	}
+}

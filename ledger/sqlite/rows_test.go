@@ -278,8 +278,10 @@ func TestRunRoundTripAndCompareAndSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("round trip:\n got %#v\nwant %#v", got, want)
+		stored := *want
+		stored.Kind = ledger.RunTask // an empty kind is stored as a task run
+		if !reflect.DeepEqual(got, &stored) {
+			t.Errorf("round trip:\n got %#v\nwant %#v", got, &stored)
 		}
 	}
 	if err := b.InsertRun(ctx, b.DB(), r); err == nil {

@@ -2,42 +2,29 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
-// runColumns are the columns of the runs table in the order InsertRun and
-// scanRun use.
-const runColumns = `id, label, scope_hash, status, plan_hash, confirm_hash,
-	confirm_expires_at, report, undone_by, created_at, updated_at`
-
-var insertRunSQL = `INSERT INTO runs (` + runColumns + `) VALUES (` + placeholders(11) + `)`
-
-var getRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
-
-// updateRunSQL writes back every column except those fixed when the run
-// started: id, scope_hash and created_at.
-const updateRunSQL = `UPDATE runs SET
-	label = ?, status = ?, plan_hash = ?, confirm_hash = ?, confirm_expires_at = ?,
-	report = ?, undone_by = ?, updated_at = ?
-	WHERE id = ? AND status = ?`
+// The statements of a run's row, built from sqlval.Runs.
+var (
+	insertRunSQL = `INSERT INTO runs (` + sqlval.Runs.Columns() + `) VALUES (` + placeholders(sqlval.Runs.Len()) + `)`
+	getRunSQL    = `SELECT ` + sqlval.Runs.Columns() + ` FROM runs WHERE id = ?`
+	// updateRunSQL writes back every column except the fixed ones.
+	updateRunSQL = `UPDATE runs SET ` + sqlval.Runs.Assignments(question) + ` WHERE id = ? AND status = ?`
+)
 
 // InsertRun stores a new run. It fails if a run with the same ID exists.
 func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
-	_, err := b.execPrepared(ctx, q, insertRunSQL,
-		r.ID, r.Label, r.ScopeHash, string(r.Status), r.PlanHash, r.ConfirmHash,
-		sqlval.TimeArg(r.ConfirmExpiresAt), sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.CreatedAt), sqlval.TimeArg(r.UpdatedAt),
-	)
+	_, err := b.execPrepared(ctx, q, insertRunSQL, sqlval.Runs.InsertArgs(r, dialect)...)
 	return b.interpretError("insert run "+r.ID, err)
 }
 
 // GetRun reads the run with the given ID. A missing run is an error
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
-	r, err := scanRun(b.queryRowPrepared(ctx, q, getRunSQL, id))
+	r, err := sqlval.Runs.Scan(b.queryRowPrepared(ctx, q, getRunSQL, id))
 	if err != nil {
 		return nil, b.interpretError("find run "+id, err)
 	}
@@ -50,42 +37,21 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // error wrapping [ledger.ErrConflict], and if the run is gone with one
 // wrapping [ledger.ErrNotFound].
 func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
-	res, err := b.execPrepared(ctx, q, updateRunSQL,
-		r.Label, string(r.Status), r.PlanHash, r.ConfirmHash, sqlval.TimeArg(r.ConfirmExpiresAt),
-		sqlval.JSONArg(r.Report), r.UndoneBy, sqlval.TimeArg(r.UpdatedAt),
-		r.ID, string(from),
-	)
+	res, err := b.execPrepared(ctx, q, updateRunSQL, sqlval.Runs.UpdateArgs(r, dialect, r.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
 }
 
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending).
 func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
-	var where []string
-	var args []any
-	if len(f.Statuses) > 0 {
-		where = append(where, "status IN ("+placeholders(len(f.Statuses))+")")
-		args = appendStrings(args, f.Statuses)
-	}
-	if f.ScopeHash != "" {
-		where = append(where, "scope_hash = ?")
-		args = append(args, f.ScopeHash)
-	}
-	query := `SELECT ` + runColumns + ` FROM runs`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
-	if f.Limit > 0 {
-		query += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
+	w := sqlval.RunWhere(dialect, f)
+	query := `SELECT ` + sqlval.Runs.Columns() + ` FROM runs` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list runs in"
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, w.Args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
-	out, err := sqlval.ScanAll(rows, scanRun)
+	out, err := sqlval.ScanAll(rows, sqlval.Runs.Scan)
 	return out, b.interpretError(op, err)
 }
 
@@ -106,24 +72,4 @@ func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string
 		n += int(k)
 	}
 	return n, nil
-}
-
-// scanRun reads one row of runColumns.
-func scanRun(s sqlval.Scanner) (*ledger.Run, error) {
-	var (
-		r                        ledger.Run
-		status                   string
-		report                   sql.NullString
-		confirmExp, created, upd sql.NullInt64
-	)
-	err := s.Scan(&r.ID, &r.Label, &r.ScopeHash, &status, &r.PlanHash, &r.ConfirmHash,
-		&confirmExp, &report, &r.UndoneBy, &created, &upd)
-	if err != nil {
-		return nil, err
-	}
-	r.Status = ledger.RunStatus(status)
-	r.ConfirmExpiresAt = sqlval.TimeFrom(confirmExp)
-	r.Report = sqlval.JSONFrom(report)
-	r.CreatedAt, r.UpdatedAt = sqlval.TimeFrom(created), sqlval.TimeFrom(upd)
-	return &r, nil
 }

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // Values are stored as package sqlval says; bool is INTEGER 0 or 1 here.
@@ -10,12 +12,20 @@ import (
 // SQLite's limit on host parameters.
 const maxIDsPerStatement = 500
 
-func boolArg(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
+// dialect is how this backend spells booleans (INTEGER 0 or 1) and
+// parameters ("?", one per value of a list).
+var dialect = sqlval.Dialect{
+	Bool: func(b bool) any {
+		if b {
+			return int64(1)
+		}
+		return int64(0)
+	},
+	Param: question,
 }
+
+// question is the placeholder of every parameter.
+func question(int) string { return "?" }
 
 // placeholders returns "?, ?, ..." with n question marks.
 func placeholders(n int) string {

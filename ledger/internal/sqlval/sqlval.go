@@ -75,15 +75,15 @@ func JSONFrom(v sql.NullString) json.RawMessage {
 }
 
 // StringsArg is the column value of s: a JSON array, or NULL for nil.
-func StringsArg(s []string) (any, error) {
+func StringsArg(s []string) any {
 	if s == nil {
-		return nil, nil
+		return nil
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		return nil, err
+		panic("sqlval: a []string failed to marshal: " + err.Error()) // encoding/json cannot fail on strings
 	}
-	return string(b), nil
+	return string(b)
 }
 
 // StringsFrom reads a column that StringsArg wrote.

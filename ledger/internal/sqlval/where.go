@@ -1,0 +1,138 @@
+package sqlval
+
+import (
+	"strings"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// Where is a WHERE clause built condition by condition, with its
+// arguments numbered in the order they were added. The filters of both
+// backends are built here, once, in the backend's Dialect.
+type Where struct {
+	d     Dialect
+	conds []string
+	// Args are the arguments of every placeholder added so far.
+	Args []any
+}
+
+// NewWhere starts an empty clause in dialect d.
+func NewWhere(d Dialect) *Where { return &Where{d: d} }
+
+// Arg adds an argument and returns its placeholder.
+func (w *Where) Arg(v any) string {
+	w.Args = append(w.Args, v)
+	return w.d.Param(len(w.Args))
+}
+
+// Cond adds a condition, which the caller built with Arg.
+func (w *Where) Cond(cond string) { w.conds = append(w.conds, cond) }
+
+// In adds "column is one of values".
+func (w *Where) In(column string, values []string) {
+	if w.d.ArrayParam {
+		w.Cond(column + " = ANY(" + w.Arg(values) + ")")
+		return
+	}
+	ps := make([]string, len(values))
+	for i, v := range values {
+		ps[i] = w.Arg(v)
+	}
+	w.Cond(column + " IN (" + strings.Join(ps, ", ") + ")")
+}
+
+// String is " WHERE a AND b …", or "" without conditions.
+func (w *Where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// Limit is " LIMIT n" for n > 0 (its argument added last), or "".
+func (w *Where) Limit(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return " LIMIT " + w.Arg(n)
+}
+
+// NewestFirst is the order of every list of changes and runs: by creation
+// time, then by ID (byte by byte), descending. ChangeKey paging depends on
+// it.
+const NewestFirst = " ORDER BY created_at DESC, id DESC"
+
+// ChangeWhere is the clause that selects the changes f selects, except for
+// its Limit. paged says whether to apply f.Before (CountChanges does not).
+// deps names the change_deps table as the backend's SQL must spell it.
+func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Where {
+	w := NewWhere(d)
+	if len(f.Statuses) > 0 {
+		w.In("status", strs(f.Statuses))
+	}
+	if f.RunID != "" {
+		w.Cond("run_id = " + w.Arg(f.RunID))
+	}
+	if f.ScopeHash != "" {
+		w.Cond("scope_hash = " + w.Arg(f.ScopeHash))
+	}
+	if !f.UpdatedBefore.IsZero() {
+		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
+	}
+	if f.DependsOn != "" {
+		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
+	}
+	if paged && f.Before != nil {
+		w.after(f.Before.CreatedAt, f.Before.ID)
+	}
+	return w
+}
+
+// after selects the rows that come strictly after the key (created, id)
+// in NewestFirst order: created earlier, or in the same microsecond with a
+// smaller ID. A key time with nanoseconds (never one read from a ledger)
+// lies between two stored microseconds: every row of the earlier one, and
+// before, comes after it.
+func (w *Where) after(created time.Time, id string) {
+	us := created.UnixMicro()
+	if time.UnixMicro(us).Equal(created) {
+		// A row value, which both databases match against an index on
+		// (…, created_at, id): a page costs its own rows, not the rows
+		// of the pages before it.
+		w.Cond("(created_at, id) < (" + w.Arg(us) + ", " + w.Arg(id) + ")")
+		return
+	}
+	w.Cond("created_at < " + w.Arg(CeilMicro(created)))
+}
+
+// RunWhere is the clause that selects the runs f selects, except for its
+// Limit.
+func RunWhere(d Dialect, f ledger.RunFilter) *Where {
+	w := NewWhere(d)
+	if len(f.Statuses) > 0 {
+		w.In("status", strs(f.Statuses))
+	}
+	if f.ScopeHash != "" {
+		w.Cond("scope_hash = " + w.Arg(f.ScopeHash))
+	}
+	if f.Kind != "" {
+		w.Cond("kind = " + w.Arg(string(f.Kind)))
+	}
+	if f.SessionKey != "" {
+		w.Cond("session_key = " + w.Arg(f.SessionKey))
+	}
+	if !f.UpdatedBefore.IsZero() {
+		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
+	}
+	return w
+}
+
+// strs converts statuses to strings.
+func strs[S ~string](s []S) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
+}

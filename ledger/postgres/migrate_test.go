@@ -1,0 +1,106 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcp-changeset/changeset-go/internal/pgtest"
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// oldLedger builds, in the public schema of db, a ledger exactly as the
+// version of this package whose schema was version left it: its
+// changeset_migrations table and the migration files up to version.
+func oldLedger(t *testing.T, db *sql.DB, version int) {
+	t.Helper()
+	mustExec(t, db, `CREATE TABLE changeset_migrations (
+		version    integer     NOT NULL PRIMARY KEY CHECK (version > 0),
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) < version {
+		t.Fatalf("migration files: %v, %v", files, err)
+	}
+	slices.Sort(files)
+	for i, f := range files[:version] {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, string(text))
+		mustExec(t, db, `INSERT INTO changeset_migrations (version, name) VALUES ($1, $2)`, i+1, filepath.Base(f))
+	}
+}
+
+// indexes lists the indexes of the public schema.
+func indexes(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	var s string
+	err := db.QueryRow(`SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(s)
+}
+
+func TestMigrate_UpgradesAVersion2LedgerKeepingItsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db := rawDB(t, dsn)
+	oldLedger(t, db, 2)
+	mustExec(t, db, `INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_old', 'old run', 's', 'open', 1000, 2000)`)
+	mustExec(t, db, `INSERT INTO changes (id, action, status, scope_hash, run_id, payload, summary, error_type, error, created_at, updated_at, redact_fields)
+		VALUES ('chg_old', 'set', 'apply_failed', 's', 'run_old', '{"k":"v"}', 'old change', 'E', 'boom', 1000, 3000, '["k"]')`)
+
+	b := open(t, dsn, ledger.OpenOptions{})
+	var versions string
+	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3" {
+		t.Fatalf("versions after the upgrade: %q, %v", versions, err)
+	}
+	c, err := b.GetChange(ctx, b.DB(), "chg_old")
+	if err != nil || c.Summary != "old change" || c.Error != "boom" || c.Failure != "" || c.NothingWritten || c.DependsOn != nil || len(c.RedactFields) != 1 {
+		t.Fatalf("the old change after the upgrade: %+v, %v", c, err)
+	}
+	r, err := b.GetRun(ctx, b.DB(), "run_old")
+	if err != nil || r.Label != "old run" || r.Kind != ledger.RunTask || r.SessionKey != "" {
+		t.Fatalf("the old run after the upgrade: %+v, %v (want a task run)", r, err)
+	}
+	// The new columns and the side table work on the upgraded ledger.
+	n := &ledger.Change{ID: "chg_new", Action: "a", Status: ledger.Pending, RunID: "run_old", DependsOn: []string{"rule:42"},
+		CreatedAt: t0, UpdatedAt: t0}
+	if err := b.InsertChange(ctx, b.DB(), n); err != nil {
+		t.Fatal(err)
+	}
+	deps, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{DependsOn: "rule:42"})
+	if err != nil || len(deps) != 1 || deps[0].ID != "chg_new" {
+		t.Errorf("DependsOn after the upgrade: %v, %v", deps, err)
+	}
+	got := indexes(t, db)
+	for _, want := range []string{"runs_session", "changes_scope_status", "changes_run_created_id", "change_deps_resource", "change_deps_pkey"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("index %s missing after the upgrade: %v", want, got)
+		}
+	}
+	if slices.Contains(got, "changes_run_created") {
+		t.Errorf("the index that changes_run_created_id replaces is still there: %v", got)
+	}
+	if problems, err := b.Check(ctx); err != nil || len(problems) != 0 {
+		t.Errorf("Check after the upgrade = %q, %v", problems, err)
+	}
+	// Constraints of the new columns hold on the upgraded ledger.
+	for _, bad := range []string{
+		`UPDATE changes SET failure = 'bogus' WHERE id = 'chg_old'`,
+		`UPDATE runs SET kind = 'bogus' WHERE id = 'run_old'`,
+	} {
+		if _, err := db.Exec(bad); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
+	}
+}

@@ -1,5 +1,0 @@
-package postgres
-
-import "errors"
-
-var errNotYet = errors.New("not yet implemented")

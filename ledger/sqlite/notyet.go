@@ -1,5 +1,0 @@
-package sqlite
-
-import "errors"
-
-var errNotYet = errors.New("not yet implemented")
