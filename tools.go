@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"strings"
 
@@ -109,6 +110,11 @@ func inputSchema[In any]() (*jsonschema.Schema, error) { return jsonschema.For[I
 var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 	reflect.TypeFor[json.RawMessage](): anyJSON(),
 	reflect.TypeFor[any]():             anyJSON(),
+	// math/big encodes its numbers as JSON numbers of any size (the
+	// ledger keeps them exactly), not as the strings jsonschema infers.
+	reflect.TypeFor[big.Int]():   {Type: "integer"},
+	reflect.TypeFor[big.Float](): {Type: "number"},
+	reflect.TypeFor[big.Rat]():   {Type: "string"},
 }}
 
 func anyJSON() *jsonschema.Schema {
