@@ -68,7 +68,7 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, b
 
 // undoChange is the one path every undo takes: a single change's, and each
 // change of a run's.
-func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, trusted bool) (*UndoResult, error) {
+func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.Digest, by string, trusted bool) (*UndoResult, error) {
 	if !g.WritesEnabled() {
 		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
@@ -88,7 +88,7 @@ func (g *Guard) undoChange(ctx context.Context, id, token, scope, by string, tru
 // second transaction records the failure). For an ordinary operation the
 // transaction commits the claim alone, and perform runs after it: at most
 // once, with the outcome recorded by finish.
-func (g *Guard) change(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool,
+func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
 	perform func(c *ledger.Change, r runner) error) error {
 	if err := checkClaimArgs(k, id, token, trusted); err != nil {
 		return err
@@ -183,7 +183,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 		if err != nil {
 			return nil, err
 		}
-		if canonjson.Hash(before) != c.StateHash {
+		if hashOf(before) != c.StateHash {
 			return nil, &StateChangedError{ChangeID: c.ID, Phase: "apply"}
 		}
 		c.Before = before

@@ -32,7 +32,7 @@ func (g *Guard) inTx(ctx context.Context, tx *ledger.Tx, o *op) runner {
 // recordTxFailure records a failed transactional apply or undo: it claims
 // the change again (the first transaction rolled back, so the token is
 // still unspent) and moves it straight to apply_failed or undo_failed.
-func (g *Guard) recordTxFailure(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool, cause error) error {
+func (g *Guard) recordTxFailure(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	var failed *ledger.Change
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -133,7 +132,7 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 		if err != nil {
 			return nil, err
 		}
-		if c.PayloadHash != st.Hash {
+		if string(c.PayloadHash) != st.Hash {
 			return nil, badState(subject, k.verb, tool)
 		}
 		return nil, readAnswer(req, subject, k.verb, tool)
@@ -149,7 +148,7 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 	if k.from == ledger.Applied {
 		end = c.UndoExpiresAt
 	}
-	st := sealedState{Tool: tool, ID: id, Purpose: k.purpose, Hash: c.PayloadHash, Scope: scope,
+	st := sealedState{Tool: tool, ID: id, Purpose: k.purpose, Hash: string(c.PayloadHash), Scope: string(scope),
 		Expires: expiresAt(g.now(), end).Unix()}
 	return g.ask(changeMessage(k.purpose, c), st), nil
 }
@@ -161,7 +160,7 @@ var errDryCheck = errors.New("precheck: roll back")
 // undo window, the token if one is given, the run), and the write mode
 // and state check that follow it, without writing anything: the claim's
 // checks run in a transaction that is rolled back. It returns the change.
-func (g *Guard) precheck(ctx context.Context, k claimKind, id, token, scope string) (*ledger.Change, error) {
+func (g *Guard) precheck(ctx context.Context, k claimKind, id, token string, scope ledger.Digest) (*ledger.Change, error) {
 	trusted := token == ""
 	if err := checkClaimArgs(k, id, token, trusted); err != nil {
 		return nil, err
@@ -205,7 +204,7 @@ func stateCheck(k claimKind, c *ledger.Change, state []byte, err error) error {
 	switch {
 	case err != nil:
 		return nil
-	case k.from == ledger.Pending && canonjson.Hash(state) != c.StateHash:
+	case k.from == ledger.Pending && hashOf(state) != c.StateHash:
 		return &StateChangedError{ChangeID: c.ID, Phase: "apply"}
 	case k.from == ledger.Applied && (c.After == nil || string(state) != string(c.After)):
 		return &StateChangedError{ChangeID: c.ID, Phase: "undo"}
@@ -256,9 +255,9 @@ func (g *Guard) ask(message string, st sealedState) *mcp.CallToolResult {
 // openState opens and checks the sealed state of an answered call: made
 // by this server's key for this tool, ID, purpose and scope, and not
 // expired.
-func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose, scope, subject, verb string) (*sealedState, error) {
+func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose string, scope ledger.Digest, subject, verb string) (*sealedState, error) {
 	st, err := g.sealer.open(req.Params.RequestState, tool, id)
-	if err != nil || st.Purpose != purpose || st.Scope != scope {
+	if err != nil || st.Purpose != purpose || st.Scope != string(scope) {
 		return nil, badState(subject, verb, tool)
 	}
 	if exp := time.Unix(st.Expires, 0); !g.now().Before(exp) {

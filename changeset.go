@@ -116,7 +116,7 @@ func (g *Guard) lookup(action string) (*op, bool) {
 
 // scopeOf returns the hashed scope of a call. req is nil for calls from
 // trusted code.
-func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.Digest, error) {
 	if g.opts.ScopeFunc == nil {
 		return scopeHash(g.opts.Scope), nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -39,7 +38,7 @@ var (
 // A refusal changes nothing, except that a preview found past its expiry
 // is marked expired. trusted skips the token check: it is for people
 // acting through trusted code (a dashboard), never for the agent.
-func (g *Guard) claim(ctx context.Context, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error) {
+func (g *Guard) claim(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool) (*ledger.Change, error) {
 	if err := checkClaimArgs(k, id, token, trusted); err != nil {
 		return nil, err
 	}
@@ -96,7 +95,7 @@ func claimConflict(id string, err error) error {
 // in-flight status set and its token spent, not yet written, or a refusal.
 // The stored payload is hashed again: a token binds the payload's hash,
 // and this binds the hash to the bytes Apply will receive.
-func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string, trusted bool) (*ledger.Change, error, error) {
+func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool) (*ledger.Change, error, error) {
 	c, err := tx.Change(id)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && c.ScopeHash != scope) {
 		return nil, changeNotFound(id), nil
@@ -104,7 +103,7 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token, scope, by string,
 	if err != nil {
 		return nil, nil, err
 	}
-	if canonjson.Hash(c.Payload) != c.PayloadHash {
+	if hashOf(c.Payload) != c.PayloadHash {
 		return nil, &ChangeError{ChangeID: id, Err: ledger.Errorf("verify the stored payload of change "+id+" in", g.ledger.Location(), ledger.ErrCorrupt),
 			Msg: fmt.Sprintf("change %s was refused: its stored payload does not match the payload that was previewed (the ledger was altered outside the library); nothing was applied and no token was spent. An operator should check the ledger", id)}, nil
 	}

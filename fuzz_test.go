@@ -95,7 +95,7 @@ func FuzzPreviewInput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Status != ledger.Pending || c.PayloadHash != canonjson.Hash(c.Payload) {
+		if c.Status != ledger.Pending || string(c.PayloadHash) != canonjson.Hash(c.Payload) {
 			t.Fatalf("stored %s with payload hash %s for %q", c.Status, c.PayloadHash, c.Payload)
 		}
 		canon, err := canonjson.Canonicalize(c.Payload)

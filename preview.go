@@ -46,16 +46,16 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
 		return nil, refuse(ErrQuota, "", "the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
 	}
-	var stateHash string
+	var stateHash ledger.Digest
 	switch {
 	case p.state != nil && o.hasObserve(): // the state the preview itself read
-		stateHash = canonjson.Hash(p.state)
+		stateHash = hashOf(p.state)
 	case o.observe != nil: // outside the write lock: it may be slow I/O
 		state, err := g.observe(ctx, o, p.payload)
 		if err != nil {
 			return nil, previewRefusal(o.name, err)
 		}
-		stateHash = canonjson.Hash(state)
+		stateHash = hashOf(state)
 	}
 
 	now := g.now()
@@ -68,7 +68,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		Resource:      p.resource,
 		DependsOn:     p.depends,
 		Payload:       p.payload,
-		PayloadHash:   canonjson.Hash(p.payload),
+		PayloadHash:   hashOf(p.payload),
 		Diff:          p.diff,
 		Summary:       p.summary,
 		Warnings:      p.warnings,
@@ -82,7 +82,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	}
 	token := newToken(confirmPrefix)
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
-	var sessionKey string
+	var sessionKey ledger.Digest
 	if runID == "" && !g.opts.NoSessionRuns {
 		if sessionKey, err = g.sessionKey(ctx, req); err != nil {
 			return nil, err
@@ -95,7 +95,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 			if err != nil {
 				return previewRefusal(o.name, err)
 			}
-			c.StateHash = canonjson.Hash(state)
+			c.StateHash = hashOf(state)
 		}
 		if err := g.checkPendingQuota(tx, scope, now); err != nil {
 			return err
@@ -144,7 +144,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 // scope's previews past their expiry as expired (at most the limit's worth
 // of rows, and only then), so that an agent that walked away from its
 // previews is not locked out.
-func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope string, now time.Time) error {
+func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope ledger.Digest, now time.Time) error {
 	f := ledger.ChangeFilter{ScopeHash: scope, Statuses: []ledger.Status{ledger.Pending}}
 	n, err := tx.CountChanges(f)
 	if err != nil || n < g.opts.MaxPendingPerScope {
@@ -172,7 +172,7 @@ func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope string, now time.Time) er
 
 // checkRunOpen refuses to join a change to a run that is unknown, in
 // another scope, or being or already undone.
-func (g *Guard) checkRunOpen(tx *ledger.Tx, runID, scope string) error {
+func (g *Guard) checkRunOpen(tx *ledger.Tx, runID string, scope ledger.Digest) error {
 	r, err := tx.Run(runID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ScopeHash != scope) {
 		return runNotFound(runID)

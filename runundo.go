@@ -93,7 +93,7 @@ const (
 // dry run's token to its decisions.
 type runPlan struct {
 	steps []planStep // newest first
-	hash  string
+	hash  ledger.Digest
 }
 
 type planStep struct {
@@ -236,7 +236,7 @@ func runBusy(id string) error {
 // digest hashes the decisions of a plan, so that a dry run's token only
 // confirms the plan that was shown: which changes are undone, skipped,
 // closed or irreversible. The wording of reasons is not part of it.
-func (p *runPlan) digest() string {
+func (p *runPlan) digest() ledger.Digest {
 	type entry struct {
 		ID, Verdict string
 	}
@@ -252,7 +252,7 @@ func (p *runPlan) digest() string {
 	if err != nil {
 		panic("changeset: plan digest: " + err.Error()) // IDs and verdicts are valid UTF-8
 	}
-	return canonjson.Hash(b)
+	return hashOf(b)
 }
 
 // maxReportSummary caps a change's summary in a run report.

@@ -90,7 +90,7 @@ func (cs *connections) id(ss *mcp.ServerSession) string {
 
 // sessionKey identifies the session of req, hashed for the ledger, or ""
 // when the request has none (trusted code).
-func (g *Guard) sessionKey(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+func (g *Guard) sessionKey(ctx context.Context, req *mcp.CallToolRequest) (ledger.Digest, error) {
 	if req == nil || req.Session == nil {
 		return "", nil
 	}
@@ -108,7 +108,7 @@ func (g *Guard) sessionKey(ctx context.Context, req *mcp.CallToolRequest) (strin
 		key = "connection:" + g.conns.id(req.Session)
 	}
 	sum := sha256.Sum256([]byte("changeset session run\x00" + key))
-	return hex.EncodeToString(sum[:]), nil
+	return ledger.Digest(hex.EncodeToString(sum[:])), nil
 }
 
 // statelessHint reports whether req likely comes from a session that lives
@@ -122,7 +122,7 @@ func (g *Guard) statelessHint(req *mcp.CallToolRequest) bool {
 // sessionRun returns the open session run of req that a preview at now
 // joins, starting one when there is none or the last one sat idle for
 // SessionRunIdle. It runs in the preview's transaction.
-func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope string, now time.Time) (string, error) {
+func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope ledger.Digest, now time.Time) (string, error) {
 	runs, err := tx.Runs(ledger.RunFilter{ScopeHash: scope, Kind: ledger.RunSession, SessionKey: key, Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})
 	if err != nil {
 		return "", err

@@ -7,6 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strings"
+
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // Token and ID formats. A token is its purpose's prefix followed by 24
@@ -80,18 +83,18 @@ func validToken(tok, prefix string) bool {
 // the purpose, the row's ID, the hash of the payload (or plan) the token
 // unlocks, and the token, NUL-separated (none of them can contain NUL).
 // Editing a stored payload, or its hash, therefore invalidates the token.
-func tokenDigest(purpose, id, boundHash, token string) string {
+func tokenDigest(purpose, id string, boundHash ledger.Digest, token string) ledger.Digest {
 	h := sha256.New()
-	for _, s := range []string{"changeset-token-v1", purpose, id, boundHash, token} {
+	for _, s := range []string{"changeset-token-v1", purpose, id, string(boundHash), token} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return ledger.Digest(hex.EncodeToString(h.Sum(nil)))
 }
 
 // tokenMatches compares a presented token with a stored digest in constant
 // time. An empty digest (a spent token) matches nothing.
-func tokenMatches(storedDigest, purpose, id, boundHash, token string) bool {
+func tokenMatches(storedDigest ledger.Digest, purpose, id string, boundHash ledger.Digest, token string) bool {
 	if storedDigest == "" {
 		return false
 	}
@@ -100,7 +103,10 @@ func tokenMatches(storedDigest, purpose, id, boundHash, token string) bool {
 }
 
 // scopeHash is what the ledger stores instead of a scope.
-func scopeHash(scope string) string {
+func scopeHash(scope string) ledger.Digest {
 	sum := sha256.Sum256([]byte("changeset-scope-v1\x00" + scope))
-	return hex.EncodeToString(sum[:])
+	return ledger.Digest(hex.EncodeToString(sum[:]))
 }
+
+// hashOf is the digest of canonical JSON, as the ledger stores it.
+func hashOf(canonical []byte) ledger.Digest { return ledger.Digest(canonjson.Hash(canonical)) }

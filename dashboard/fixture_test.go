@@ -339,10 +339,10 @@ func (f *fixture) assertNoSecrets() {
 	secrets := append([]string{loginToken, f.dash.LoginToken()}, f.tokens...)
 	changes, runs := f.rows()
 	for _, c := range changes {
-		secrets = append(secrets, c.PayloadHash, c.ScopeHash, c.StateHash, c.ConfirmHash, c.UndoHash)
+		secrets = append(secrets, string(c.PayloadHash), string(c.ScopeHash), string(c.StateHash), string(c.ConfirmHash), string(c.UndoHash))
 	}
 	for _, r := range runs {
-		secrets = append(secrets, r.ScopeHash, r.PlanHash, r.ConfirmHash)
+		secrets = append(secrets, string(r.ScopeHash), string(r.PlanHash), string(r.ConfirmHash))
 	}
 	n := 0
 	for _, s := range secrets {

@@ -83,7 +83,7 @@ type Backend interface {
 type ChangeFilter struct {
 	Statuses      []Status
 	RunID         string
-	ScopeHash     string
+	ScopeHash     Digest
 	UpdatedBefore time.Time // updated strictly before this instant
 	// DependsOn selects changes whose DependsOn lists this resource.
 	DependsOn string
@@ -104,9 +104,9 @@ type ChangeKey struct {
 // RunFilter selects runs for [Backend.ListRuns]. Zero fields do not filter.
 type RunFilter struct {
 	Statuses      []RunStatus
-	ScopeHash     string
+	ScopeHash     Digest
 	Kind          RunKind
-	SessionKey    string
+	SessionKey    Digest
 	UpdatedBefore time.Time // updated strictly before this instant
 	Limit         int
 }

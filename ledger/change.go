@@ -121,7 +121,7 @@ type Change struct {
 
 	// ScopeHash is the SHA-256 of the scope the change was previewed under.
 	// Claims under any other scope are refused.
-	ScopeHash string
+	ScopeHash Digest
 	// RunID names the run the change belongs to, or is empty.
 	RunID string
 	// Resource names what the change touches (e.g. "note:todo.txt"), so that
@@ -134,14 +134,14 @@ type Change struct {
 	DependsOn []string
 
 	Payload     json.RawMessage // canonical JSON: exactly what apply will receive
-	PayloadHash string          // SHA-256 of Payload, hex
+	PayloadHash Digest          // SHA-256 of Payload, hex
 	Diff        json.RawMessage // canonical JSON array of {field, before, after}
 	Summary     string
 	Warnings    []string // what cannot be undone exactly, from the proposal
 
 	// StateHash is the SHA-256 of the canonical observed state at preview
 	// time, or empty when the operation has no Observe.
-	StateHash string
+	StateHash Digest
 	// Before and After are the observed states just before and just after
 	// the apply, canonical JSON, or nil without Observe.
 	Before json.RawMessage
@@ -149,8 +149,8 @@ type Change struct {
 
 	// ConfirmHash and UndoHash are digests of the live tokens, cleared when
 	// a token is spent or can no longer be used.
-	ConfirmHash string
-	UndoHash    string
+	ConfirmHash Digest
+	UndoHash    Digest
 	// Undoable is true when the operation has an inverse.
 	Undoable bool
 	// Transactional is true when apply and undo run inside the ledger's

@@ -51,19 +51,19 @@ const (
 type Run struct {
 	ID        string // "run_" + 20 lowercase hex characters
 	Label     string
-	ScopeHash string
+	ScopeHash Digest
 	Status    RunStatus
 	// Kind says how the run was started: RunTask or RunSession.
 	Kind RunKind
 	// SessionKey identifies the session (or principal) a session run
 	// belongs to: a digest, never shown to people. Empty for task runs.
-	SessionKey string
+	SessionKey Digest
 
 	// PlanHash and ConfirmHash bind the confirmation token of the latest
 	// undo dry run to the plan it showed; ConfirmExpiresAt is that token's
 	// expiry. All three are cleared when the token is spent.
-	PlanHash         string
-	ConfirmHash      string
+	PlanHash         Digest
+	ConfirmHash      Digest
 	ConfirmExpiresAt time.Time
 
 	// Report is the stored report of the undo, canonical JSON, or nil.

@@ -273,20 +273,20 @@ func populate(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for _, c := range changes {
-		addSecret("the scope digest of "+c.ID, c.ScopeHash)
-		addSecret("the payload digest of "+c.ID, c.PayloadHash)
-		addSecret("the state digest of "+c.ID, c.StateHash)
-		addSecret("the confirmation digest of "+c.ID, c.ConfirmHash)
-		addSecret("the undo digest of "+c.ID, c.UndoHash)
+		addSecret("the scope digest of "+c.ID, string(c.ScopeHash))
+		addSecret("the payload digest of "+c.ID, string(c.PayloadHash))
+		addSecret("the state digest of "+c.ID, string(c.StateHash))
+		addSecret("the confirmation digest of "+c.ID, string(c.ConfirmHash))
+		addSecret("the undo digest of "+c.ID, string(c.UndoHash))
 	}
 	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range runs {
-		addSecret("the scope digest of "+r.ID, r.ScopeHash)
-		addSecret("the plan digest of "+r.ID, r.PlanHash)
-		addSecret("the confirmation digest of "+r.ID, r.ConfirmHash)
+		addSecret("the scope digest of "+r.ID, string(r.ScopeHash))
+		addSecret("the plan digest of "+r.ID, string(r.PlanHash))
+		addSecret("the confirmation digest of "+r.ID, string(r.ConfirmHash))
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func TestPostgres_URLWorksLikeAPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range changes {
-		for _, d := range []string{c.ScopeHash, c.PayloadHash, c.StateHash, c.ConfirmHash, c.UndoHash} {
+		for _, d := range []string{string(c.ScopeHash), string(c.PayloadHash), string(c.StateHash), string(c.ConfirmHash), string(c.UndoHash)} {
 			addSecret("a digest of a PostgreSQL ledger", d)
 		}
 	}

@@ -128,7 +128,7 @@ func TestPrune_ConcurrentWriterIsNeverBlockedAndKeepsInFlightRows(t *testing.T) 
 			}
 			switch i % 100 {
 			case 1:
-				c.Status, c.ConfirmHash = ledger.Pending, digest("confirm")
+				c.Status, c.ConfirmHash = ledger.Pending, ledger.Digest(digest("confirm"))
 			case 2:
 				c.Status = ledger.Applying
 			case 3:

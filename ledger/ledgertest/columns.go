@@ -157,10 +157,10 @@ func testColumnNames(t *testing.T, h Harness) {
 	us := func(tm time.Time) string { return strconv.FormatInt(tm.UnixMicro(), 10) }
 	list := func(s []string) string { b, _ := json.Marshal(s); return string(b) }
 	for col, want := range map[string]string{
-		"id": c.ID, "action": c.Action, "status": string(c.Status), "scope_hash": c.ScopeHash, "run_id": c.RunID,
-		"resource": c.Resource, "payload": string(c.Payload), "payload_hash": c.PayloadHash, "diff": string(c.Diff),
-		"summary": c.Summary, "warnings": list(c.Warnings), "state_hash": c.StateHash,
-		"before_state": string(c.Before), "after_state": string(c.After), "confirm_hash": c.ConfirmHash, "undo_hash": c.UndoHash,
+		"id": c.ID, "action": c.Action, "status": string(c.Status), "scope_hash": string(c.ScopeHash), "run_id": c.RunID,
+		"resource": c.Resource, "payload": string(c.Payload), "payload_hash": string(c.PayloadHash), "diff": string(c.Diff),
+		"summary": c.Summary, "warnings": list(c.Warnings), "state_hash": string(c.StateHash),
+		"before_state": string(c.Before), "after_state": string(c.After), "confirm_hash": string(c.ConfirmHash), "undo_hash": string(c.UndoHash),
 		"undoable": "1", "transactional": "0", "result": string(c.Result), "error_type": c.ErrorType, "error": c.Error,
 		"note": c.Note, "applied_by": c.AppliedBy, "undone_by": c.UndoneBy,
 		"created_at": us(c.CreatedAt), "updated_at": us(c.UpdatedAt), "expires_at": us(c.ExpiresAt), "applied_at": us(c.AppliedAt),
@@ -177,8 +177,8 @@ func testColumnNames(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	for col, want := range map[string]string{
-		"id": r.ID, "label": r.Label, "scope_hash": r.ScopeHash, "status": string(r.Status), "kind": string(r.Kind),
-		"session_key": r.SessionKey, "plan_hash": r.PlanHash, "confirm_hash": r.ConfirmHash,
+		"id": r.ID, "label": r.Label, "scope_hash": string(r.ScopeHash), "status": string(r.Status), "kind": string(r.Kind),
+		"session_key": string(r.SessionKey), "plan_hash": string(r.PlanHash), "confirm_hash": string(r.ConfirmHash),
 		"confirm_expires_at": us(r.ConfirmExpiresAt), "report": string(r.Report), "undone_by": r.UndoneBy,
 		"created_at": us(r.CreatedAt), "updated_at": us(r.UpdatedAt),
 	} {

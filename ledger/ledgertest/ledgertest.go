@@ -142,7 +142,7 @@ func fullChange(id string, created time.Time) *ledger.Change {
 // was created.
 func pendingChange(id string, created time.Time) *ledger.Change {
 	return &ledger.Change{ID: id, Action: "a", Status: ledger.Pending, ScopeHash: "s",
-		Payload: json.RawMessage(`{}`), ConfirmHash: "confirm-" + id,
+		Payload: json.RawMessage(`{}`), ConfirmHash: ledger.Digest("confirm-" + id),
 		CreatedAt: created, UpdatedAt: created, ExpiresAt: created.Add(time.Minute)}
 }
 

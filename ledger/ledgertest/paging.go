@@ -142,7 +142,7 @@ func testChangeScopeAndCount(t *testing.T, h Harness) {
 	insertRuns(t, l, "run_a")
 	add := func(id, scope string, st ledger.Status, run string, created time.Time, deps ...string) {
 		c := pendingChange(id, created)
-		c.ScopeHash, c.Status, c.RunID, c.DependsOn = scope, st, run, deps
+		c.ScopeHash, c.Status, c.RunID, c.DependsOn = ledger.Digest(scope), st, run, deps
 		if st == ledger.Applied {
 			c.AppliedAt = created
 		}
