@@ -168,7 +168,9 @@ func TestLineTransport_AnswersNeverCorruptTheServersMessages(t *testing.T) {
 	text := strings.Repeat("0123456789", 5000) // 50 KB: many pieces
 	var wg sync.WaitGroup
 	for i := range calls {
-		wg.Go(func() { c.call(1000+i, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": text}}) })
+		wg.Go(func() {
+			c.call(1000+i, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": text}})
+		})
 		wg.Go(func() { c.send(`{"jsonrpc":"2.0","id":` + fmt.Sprint(2000+i) + `,"method":`) })
 	}
 	wg.Wait()
@@ -221,7 +223,7 @@ func TestLineTransport_ConnectsOnce(t *testing.T) {
 // child is the test binary running as a stdio server.
 type child struct {
 	*rawClient
-	stdin  io.WriteCloser
+	stdin   io.WriteCloser
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // cmd.Wait's result, once exited is closed
 }
