@@ -7,7 +7,9 @@
 // stream and treats the first value it cannot turn into a JSON-RPC message
 // as the end of the connection: a line of malformed JSON, a line nested
 // deeper than its decoder allows, a JSON value that is not an object, a
-// message with "jsonrpc":"1.0" or an id of the wrong type. The read error
+// message with "jsonrpc":"1.0" or an id of the wrong type. (A line that
+// leaves an object open is worse: the decoder reads the following lines
+// into it, answering none of them.) The read error
 // travels up to the session, which closes, and [mcp.Server.Run] returns
 // it, so a server that does what the SDK's examples do exits. One bad
 // line, from a buggy client or from a model that was talked into writing
