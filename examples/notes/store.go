@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 
@@ -57,20 +58,26 @@ func checkName(name string) error {
 type noteState struct {
 	Exists bool   `json:"exists"`
 	SHA256 string `json:"sha256,omitempty"`
-	Kind   string `json:"kind,omitempty"` // "symlink", "directory" or "other" for what is not a regular file
+	Kind   string `json:"kind,omitempty"` // for what is not a regular file: "symlink", "directory", "fifo", "socket", "device" or "other"
 	size   int64  // of the bytes hashed; not part of the observed state
 }
 
 // notFile is returned for a name that exists but is not a regular file.
+// kind is one of kindOf's names.
 type notFile struct {
 	name, kind string
 }
 
 func (e *notFile) Error() string {
-	if e.kind == "symlink" {
+	switch e.kind {
+	case "symlink":
 		return fmt.Sprintf("%q is a symbolic link; this server never follows links", e.name)
+	case "fifo":
+		return fmt.Sprintf("%q is a named pipe (FIFO), not a regular file", e.name)
+	case "device", "socket", "directory":
+		return fmt.Sprintf("%q is a %s, not a regular file", e.name, e.kind)
 	}
-	return fmt.Sprintf("%q is a %s, not a regular file", e.name, e.kind)
+	return fmt.Sprintf("%q is not a regular file", e.name)
 }
 
 // tooLarge is returned for a note over a read limit.
@@ -85,8 +92,8 @@ func (e *tooLarge) Error() string {
 
 // store keeps the notes as files in one directory. Every access goes
 // through an os.Root, so that no name can reach outside it, and never
-// follows a symbolic link: names are checked with Lstat, and a file opened
-// after that check must be the very file the check saw.
+// follows a symbolic link or touches anything but a regular file: see
+// openNote.
 type store struct {
 	root *os.Root
 	// mu serialises this process's writes, so that a write's
@@ -94,6 +101,8 @@ type store struct {
 	mu sync.Mutex
 }
 
+// kindOf names what a file mode is, "" for a regular file. The names
+// appear in the state Observe reports.
 func kindOf(m fs.FileMode) string {
 	switch {
 	case m.IsRegular():
@@ -102,35 +111,88 @@ func kindOf(m fs.FileMode) string {
 		return "symlink"
 	case m.IsDir():
 		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
 	}
 	return "other"
+}
+
+// openNote opens the note name for reading. It returns an error matching
+// fs.ErrNotExist when nothing is there and a *notFile for anything but a
+// regular file, and it never blocks on what it finds:
+//
+//   - It looks first (Lstat) and refuses anything but a regular file
+//     without opening it: opening a device can have effects of its own.
+//   - Whatever is at the name by the time of the open (another process may
+//     swap a FIFO in after the look) is opened with O_NONBLOCK. A plain
+//     open of a FIFO for reading waits for a writer, which may never come,
+//     and with it the tool call, the apply holding the write lock, and
+//     every later write.
+//   - The open file is checked with Fstat: it must be a regular file, and
+//     the very file the look saw, since os.Root follows a symbolic link
+//     that stays inside the root (O_NOFOLLOW alone would not refuse it).
+//   - Only then is O_NONBLOCK cleared, so that the file reads as any other.
+func (s *store) openNote(name string) (*os.File, fs.FileInfo, error) {
+	seen, err := s.root.Lstat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if k := kindOf(seen.Mode()); k != "" {
+		return nil, nil, &notFile{name, k}
+	}
+	return s.openSeen(name, seen)
+}
+
+// openSeen is openNote after the look: it opens name without blocking and
+// checks that the open file is the regular file seen.
+func (s *store) openSeen(name string, seen fs.FileInfo) (*os.File, fs.FileInfo, error) {
+	f, err := s.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		// A socket cannot be opened at all, a link may point outside the
+		// root: say what is there now.
+		if now, lerr := s.root.Lstat(name); lerr == nil && kindOf(now.Mode()) != "" {
+			return nil, nil, &notFile{name, kindOf(now.Mode())}
+		}
+		return nil, nil, err
+	}
+	opened, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, nil, err
+	case !os.SameFile(seen, opened) && kindOf(opened.Mode()) == "":
+		// A regular file, but not the one seen: the name became a link
+		// (or was replaced) between the look and the open.
+		f.Close()
+		return nil, nil, &notFile{name, "symlink"}
+	case kindOf(opened.Mode()) != "":
+		f.Close()
+		kind := kindOf(opened.Mode())
+		if now, lerr := s.root.Lstat(name); lerr == nil && now.Mode()&fs.ModeSymlink != 0 {
+			kind = "symlink" // a link to a FIFO, say: the link is what is wrong
+		}
+		return nil, nil, &notFile{name, kind}
+	}
+	if err := clearNonblock(f); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, opened, nil
 }
 
 // read returns the content of a regular file of at most limit bytes. It
 // returns an error matching fs.ErrNotExist when nothing is there, a
 // *notFile for anything but a regular file, a *tooLarge past limit.
 func (s *store) read(name string, limit int64) ([]byte, fs.FileInfo, error) {
-	fi, err := s.root.Lstat(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if k := kindOf(fi.Mode()); k != "" {
-		return nil, nil, &notFile{name, k}
-	}
-	f, err := s.root.Open(name)
+	f, opened, err := s.openNote(name)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	opened, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	// The name may have become a link between Lstat and Open, and the
-	// Root follows links that stay inside it.
-	if !os.SameFile(fi, opened) {
-		return nil, nil, &notFile{name, "symlink"}
-	}
 	if opened.Size() > limit {
 		return nil, nil, &tooLarge{name, opened.Size(), limit}
 	}
@@ -149,30 +211,20 @@ func digest(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// observe reports the state of name without following links.
+// observe reports the state of name without following links or opening
+// anything but a regular file (see openNote).
 func (s *store) observe(name string) (*noteState, error) {
-	fi, err := s.root.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, _, err := s.openNote(name)
+	var nf *notFile
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if k := kindOf(fi.Mode()); k != "" {
-		return &noteState{Exists: true, Kind: k}, nil
-	}
-	f, err := s.root.Open(name)
-	if err != nil {
+	case errors.As(err, &nf):
+		return &noteState{Exists: true, Kind: nf.kind}, nil
+	case err != nil:
 		return nil, err
 	}
 	defer f.Close()
-	opened, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !os.SameFile(fi, opened) {
-		return &noteState{Exists: true, Kind: "symlink"}, nil
-	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/serve"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,7 +29,11 @@ func Run(server *mcp.Server, f Flags, tokens *Tokens, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if f.HTTP == "" {
-		err := server.Run(ctx, &mcp.StdioTransport{})
+		// Not mcp.StdioTransport: one undecodable line would end it, and
+		// the process with it (see package serve).
+		stdio := serve.Stdio()
+		stdio.Logger = log
+		err := server.Run(ctx, stdio)
 		if errors.Is(err, context.Canceled) {
 			return nil
 		}

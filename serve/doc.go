@@ -1,0 +1,44 @@
+// Package serve runs an MCP server for real use. For now it holds one
+// piece: a stdio transport that no input can end.
+//
+// # Why not mcp.StdioTransport
+//
+// The go-sdk's stdio transport (v1.8.0) decodes standard input as one JSON
+// stream and treats the first value it cannot turn into a JSON-RPC message
+// as the end of the connection: a line of malformed JSON, a line nested
+// deeper than its decoder allows, a JSON value that is not an object, a
+// message with "jsonrpc":"1.0" or an id of the wrong type. (A line that
+// leaves an object open is worse: the decoder reads the following lines
+// into it, answering none of them.) The read error
+// travels up to the session, which closes, and [mcp.Server.Run] returns
+// it, so a server that does what the SDK's examples do exits. One bad
+// line, from a buggy client or from a model that was talked into writing
+// one, stops every tool the server offers and cancels the calls in flight.
+// JSON-RPC 2.0 says such input gets an error response (-32700 parse error,
+// -32600 invalid request, with "id": null when the id cannot be known) and
+// the server goes on. docs/upstream-go-sdk.md describes the problem for the
+// SDK's maintainers.
+//
+// [LineTransport] reads the stream itself, one newline-delimited line at a
+// time, and checks each line before the SDK sees it:
+//
+//   - a line longer than MaxLineBytes is skipped as it streams past, never
+//     buffered whole, and answered with -32600;
+//   - a line nested deeper than MaxDepth is answered with -32700; the
+//     depth is counted in one pass over the bytes, without recursion;
+//   - a line that is not JSON is answered with -32700;
+//   - a batch (a JSON array), a value that is not an object and an object
+//     that is not a JSON-RPC 2.0 request, notification or response are
+//     answered with -32600.
+//
+// Only a message that the SDK's own decoder accepted reaches the session,
+// already decoded, so the SDK has nothing left to fail on. The answers are
+// written between the server's own messages, a whole line at a time, and
+// the server goes on reading the next line; a call in flight is not
+// disturbed. Only the end of input (or a failing read) ends the session, as
+// it should.
+//
+// Use it where a server would use mcp.StdioTransport:
+//
+//	err := server.Run(ctx, serve.Stdio())
+package serve
