@@ -140,29 +140,12 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 }
 
 // checkPendingQuota refuses a preview when the scope already has
-// MaxPendingPerScope previews waiting. At the limit it first marks the
-// scope's previews past their expiry as expired (at most the limit's worth
-// of rows, and only then), so that an agent that walked away from its
-// previews is not locked out.
+// MaxPendingPerScope previews waiting that have not expired: previews an
+// agent walked away from stop counting once they expire.
 func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope ledger.Digest, now time.Time) error {
-	f := ledger.ChangeFilter{ScopeHash: scope, Statuses: []ledger.Status{ledger.Pending}}
-	n, err := tx.CountChanges(f)
-	if err != nil || n < g.opts.MaxPendingPerScope {
-		return err
-	}
-	pending, err := tx.Changes(f)
+	n, err := tx.CountChanges(ledger.ChangeFilter{ScopeHash: scope, Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: now})
 	if err != nil {
 		return err
-	}
-	for _, c := range pending {
-		if now.Before(c.ExpiresAt) {
-			continue
-		}
-		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
-		if err := tx.UpdateChange(c, ledger.Pending); err != nil {
-			return err
-		}
-		n--
 	}
 	if n >= g.opts.MaxPendingPerScope {
 		return refuse(ErrQuota, "", "%d previews are already waiting for an apply, the limit of this server; nothing was stored. Apply or let expire the previews you have before making more", n)

@@ -85,6 +85,9 @@ type ChangeFilter struct {
 	RunID         string
 	ScopeHash     Digest
 	UpdatedBefore time.Time // updated strictly before this instant
+	// ExpiresAfter selects changes whose confirmation token expires
+	// strictly after this instant (pending previews still usable).
+	ExpiresAfter time.Time
 	// DependsOn selects changes whose DependsOn lists this resource.
 	DependsOn string
 	// Before selects changes that come after this key in the list's

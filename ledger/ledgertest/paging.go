@@ -165,6 +165,9 @@ func testChangeScopeAndCount(t *testing.T, h Harness) {
 		{ledger.ChangeFilter{DependsOn: "rule:1"}, "chg_4 chg_3 chg_1"},
 		{ledger.ChangeFilter{DependsOn: "rule:1", ScopeHash: "a", Statuses: []ledger.Status{ledger.Applied}}, "chg_4"},
 		{ledger.ChangeFilter{}, "chg_5 chg_4 chg_3 chg_2 chg_1"},
+		// Each expires a minute after it was created, one second apart.
+		{ledger.ChangeFilter{ScopeHash: "a", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: sec(1).Add(time.Minute)}, "chg_2"},
+		{ledger.ChangeFilter{ExpiresAfter: sec(3).Add(time.Minute - time.Microsecond)}, "chg_5 chg_4 chg_3"},
 	} {
 		got := strings.Join(changeIDs(t, l, tc.f), " ")
 		if got != tc.want {

@@ -77,6 +77,9 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 	if f.ScopeHash != "" {
 		w.Cond("scope_hash = " + w.Arg(f.ScopeHash))
 	}
+	if !f.ExpiresAfter.IsZero() {
+		w.Cond("expires_at > " + w.Arg(f.ExpiresAfter.UnixMicro()))
+	}
 	if !f.UpdatedBefore.IsZero() {
 		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
 	}
