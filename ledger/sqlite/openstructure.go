@@ -261,11 +261,11 @@ func (s *structure) checkPage(t tree, pgno uint32, d []byte) ([]uint32, error) {
 		interior = true
 	case typ == tableLeaf && !t.index, typ == indexLeaf && t.index:
 	default:
-		kind := "table"
+		kind := "a table"
 		if t.index {
-			kind = "index"
+			kind = "an index"
 		}
-		return bad("its type byte is 0x%02x, not that of a page of a %s b-tree", typ, kind)
+		return bad("its type byte is 0x%02x, not that of a page of %s b-tree", typ, kind)
 	}
 	hdr := 8
 	if interior {
