@@ -88,8 +88,11 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 		if len(lines) == 0 {
 			return err
 		}
-		// The damage already reported stops the listing too.
-		lines = append(lines, clean("stale: not checked: "+err.Error()))
+		// The damage already reported stops the listing too; say so
+		// unless the invariants' line already did.
+		if !strings.HasPrefix(lines[len(lines)-1], "invariants: not checked: ") {
+			lines = append(lines, clean("stale: not checked: "+err.Error()))
+		}
 	}
 	return c.report(l.Location(), lines, stale, now)
 }
@@ -179,6 +182,10 @@ func (s staleRow) line(now time.Time) string {
 	return fmt.Sprintf("stale: %s %s %s, last updated %s ago, %s", s.Kind, clean(s.ID), clean(s.Status), formatDuration(now.Sub(s.UpdatedAt)), what)
 }
 
+// sqliteHeading is the line with which SQLite's integrity check starts
+// the findings of each database.
+const sqliteHeading = "*** in database main ***"
+
 // findingLines puts each finding on a line of its own. SQLite's integrity
 // check reports several findings in one multi-line row; each of its lines
 // becomes a line that repeats the row's label ("integrity: ").
@@ -188,8 +195,9 @@ func findingLines(problems []string) []string {
 		parts := strings.Split(strings.TrimSpace(p), "\n")
 		label, _, ok := strings.Cut(parts[0], ": ")
 		for i, part := range parts {
-			if part = strings.TrimSpace(part); part == "" {
-				continue
+			part = strings.TrimSpace(part)
+			if part == "" || part == sqliteHeading || ok && part == label+": "+sqliteHeading {
+				continue // SQLite's heading, not a finding
 			}
 			if i > 0 && ok {
 				part = label + ": " + part
