@@ -18,7 +18,7 @@ import (
 // of 10k, 100k and 1M changes of about 1 KB each (docs/reliability.md
 // reports the figures):
 //
-//	go test -run '^$' -bench '^BenchmarkOpenCheck$' -benchtime 3x ./ledger/sqlite
+//	go test -run '^$' -bench '^BenchmarkOpenCheck$' -benchtime 1x -count 3 ./ledger/sqlite
 //
 // Building the 1M-change ledger takes a minute; set
 // CHANGESET_BENCH_LEDGERS to a directory to keep the files between runs.
@@ -154,6 +154,9 @@ func BenchmarkOpenCheck(b *testing.B) {
 				rawQuery(b, "PRAGMA quick_check(sqlite_schema)", "PRAGMA quick_check(runs)", "PRAGMA quick_check(meta)")
 			}},
 		}
+		s, count := structuralWalk(b, path)
+		b.Logf("changes=%d: %.0f MB, %d pages; the structural check reads %d (%.2f%%)",
+			n, mb, count, s.pagesRead, 100*float64(s.pagesRead)/float64(count))
 		for _, c := range candidates {
 			b.Run(fmt.Sprintf("changes=%d/%s", n, c.name), func(b *testing.B) {
 				for b.Loop() {

@@ -480,3 +480,32 @@ func TestOpen_RefusesDamageBeneathAWriteAheadLogWithoutCheckpointing(t *testing.
 		}
 	}
 }
+
+func TestStructuralCheck_ReadsFewPages(t *testing.T) {
+	t.Parallel()
+	path, _ := damageLedger(t, t.TempDir())
+	s, count := structuralWalk(t, path)
+	// 2000 changes of 1.5 KB: 1000 leaves of rows, 4 pages above them,
+	// 9 b-trees of two or three levels.
+	if s.pagesRead*20 > count {
+		t.Errorf("the structural check read %d of %d pages, want under 5%%", s.pagesRead, count)
+	}
+	t.Logf("the structural check read %d of %d pages", s.pagesRead, count)
+}
+
+// structuralWalk runs the structural check on the ledger at path and
+// returns the walk and the file's page count.
+func structuralWalk(t testing.TB, path string) (*structure, int) {
+	t.Helper()
+	db, err := sql.Open(driverName, "file:"+escapePath(path)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := &Backend{path: path}
+	s, err := b.walkStructure(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, int(s.pageCount)
+}

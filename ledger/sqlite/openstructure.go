@@ -29,21 +29,28 @@ import (
 // inside a well-formed page are not seen: reading them later fails with
 // SQLITE_CORRUPT, which interpretError turns into ledger.ErrCorrupt.
 func (b *Backend) checkStructure(ctx context.Context, db *sql.DB) error {
+	_, err := b.walkStructure(ctx, db)
+	return err
+}
+
+// walkStructure is checkStructure, returning the finished walk so that
+// tests and benchmarks can see how many pages it read.
+func (b *Backend) walkStructure(ctx context.Context, db *sql.DB) (*structure, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return b.interpretError("open", err)
+		return nil, b.interpretError("open", err)
 	}
 	defer tx.Rollback()
 	s := &structure{b: b, ctx: ctx, tx: tx}
 	if err := s.load(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, t := range s.trees {
 		if err := s.walk(t); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return s.freelist()
+	return s, s.freelist()
 }
 
 // A tree is one b-tree of the file: the schema table, a table or an index.
@@ -65,6 +72,7 @@ type structure struct {
 	page1     []byte
 	trees     []tree
 	claimed   []uint64 // bit set of the pages a tree or the freelist holds
+	pagesRead int
 }
 
 // load reads the page geometry, page 1 and the list of b-trees.
@@ -120,6 +128,7 @@ const maxPagesPerRead = 500
 // sees them (sqlite_dbpage), so that pages still in the write-ahead log
 // are the ones read.
 func (s *structure) read(pgnos []uint32) ([][]byte, error) {
+	s.pagesRead += len(pgnos)
 	out := make([][]byte, 0, len(pgnos))
 	for start := 0; start < len(pgnos); start += maxPagesPerRead {
 		part := pgnos[start:min(start+maxPagesPerRead, len(pgnos))]
