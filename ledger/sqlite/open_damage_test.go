@@ -170,6 +170,12 @@ func refusedCorrupt(t *testing.T, path string) error {
 			first = err
 		}
 	}
+	if l, err := ledger.Open(path, false); err == nil || !errors.Is(err, ledger.ErrCorrupt) {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("ledger.Open of a damaged file = %v, want ErrCorrupt", err)
+	}
 	if after := fileDigest(t, path); after != before {
 		t.Fatal("a refused open changed the damaged file")
 	}
