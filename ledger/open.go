@@ -23,7 +23,37 @@ type OpenOptions struct {
 	// mode and locks are unsafe there; only set it when a single host will
 	// ever open the file.
 	AllowNetworkFS bool
+	// Check is how much of a SQLite file Open reads to make sure it is not
+	// damaged before using it. The zero value, CheckAuto, is right for
+	// servers and tools alike.
+	Check IntegrityCheck
 }
+
+// IntegrityCheck says how much of a SQLite ledger Open checks before it
+// uses the file. A damaged file is refused with an *Error wrapping
+// ErrCorrupt and left exactly as it was: nothing is written, checkpointed
+// or migrated. Damage that the check does not read surfaces when the
+// damaged page is first read, as the same error, never as wrong data.
+// PostgreSQL ledgers ignore the setting (the server checks its own pages).
+// docs/reliability.md says what each level costs and what it cannot see.
+type IntegrityCheck int
+
+const (
+	// CheckAuto checks the file's header and page count, then runs
+	// SQLite's PRAGMA quick_check over the whole file when it is at most
+	// 64 MiB (about 50 ms); a larger file gets the structural check
+	// instead: every page of every b-tree above its leaves, and each
+	// tree's first and last leaf (about 1% of the file).
+	CheckAuto IntegrityCheck = iota
+	// CheckFull runs PRAGMA quick_check over the whole file whatever its
+	// size: about 1 ms per MB.
+	CheckFull
+	// CheckNone reads only the header and the schema, which SQLite needs
+	// to open the file at all. It is for tools that check the file
+	// themselves and must open a damaged one to report on it, such as
+	// mcp-changeset check; combine it with ReadOnly.
+	CheckNone
+)
 
 // DefaultBusyTimeout is how long a ledger statement waits for a lock held by
 // another process when OpenOptions.BusyTimeout is zero.

@@ -2,22 +2,57 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
-// CheckCommand checks the ledger: the database's own integrity check and
-// the ledger's invariants (see ledger.Ledger.Check). It prints each
-// finding on a line of its own, or "ok", and opens the ledger read-only.
+// defaultStaleAfter is how long a change may stay applying or undoing, and
+// a run undoing, before check reports it.
+const defaultStaleAfter = 10 * time.Minute
+
+// CheckCommand checks the ledger: the database's own integrity check, the
+// ledger's invariants (see ledger.Ledger.Check), and changes and runs left
+// in flight for longer than --stale-after. It prints each finding on a line
+// of its own, or "ok", and opens the ledger read-only.
 type CheckCommand struct {
 	main *Main
 
-	ledger string
+	ledger     string
+	staleAfter time.Duration
+	json       bool
+}
+
+// staleRow is a change left applying or undoing, or a run left undoing,
+// longer than --stale-after: most likely a process died while working on
+// it. It carries no digest.
+type staleRow struct {
+	Kind       string    `json:"kind"` // "change" or "run"
+	ID         string    `json:"id"`
+	Status     string    `json:"status"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	AgeSeconds float64   `json:"age_seconds"`
+	Action     string    `json:"action"` // a change's operation, "" for a run
+	Label      string    `json:"label"`  // a run's label, "" for a change
+}
+
+// checkReport is the JSON document of check --json.
+type checkReport struct {
+	OK         bool       `json:"ok"`
+	Problems   []string   `json:"problems"`
+	StaleAfter string     `json:"stale_after"`
+	Stale      []staleRow `json:"stale"`
 }
 
 // Run parses args and checks the ledger.
 func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("check", &c.ledger)
+	c.staleAfter = defaultStaleAfter
+	fs.Var(durationFlag{&c.staleAfter}, "stale-after", "report changes and runs in flight for longer than this")
+	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -25,7 +60,19 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	if err := noArgs(rest); err != nil {
 		return err
 	}
-	l, err := c.main.open(ctx, c.ledger, false)
+	target, err := c.main.ledgerTarget(c.ledger)
+	if err != nil {
+		return err
+	}
+	// Open without the open-time integrity check, which would refuse a
+	// damaged file: reporting the damage in detail is this command's job.
+	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
+	if errors.Is(err, ledger.ErrCorrupt) {
+		// Too damaged to open at all (its header or schema): that is
+		// the finding.
+		// The message names the ledger without its credentials.
+		return c.report("the ledger", []string{clean("integrity: " + err.Error())}, nil, time.Time{})
+	}
 	if err != nil {
 		return err
 	}
@@ -35,17 +82,109 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	lines := findingLines(problems)
-	if len(lines) == 0 {
-		fmt.Fprintln(c.main.Stdout, "ok")
-		return nil
+	now := c.main.Now()
+	stale, err := staleRows(ctx, l, now, c.staleAfter)
+	if err != nil {
+		if len(lines) == 0 {
+			return err
+		}
+		// The damage already reported stops the listing too; say so
+		// unless the invariants' line already did.
+		if !strings.HasPrefix(lines[len(lines)-1], "invariants: not checked: ") {
+			lines = append(lines, clean("stale: not checked: "+err.Error()))
+		}
 	}
-	for _, line := range lines {
-		fmt.Fprintln(c.main.Stdout, line)
-	}
-	fmt.Fprintf(c.main.Stderr, "mcp-changeset check: %s found in %s; restore it from a backup, or reconcile or inspect the rows named above\n",
-		plural(len(lines), "problem"), l.Location())
-	return errReported
+	return c.report(l.Location(), lines, stale, now)
 }
+
+// report prints the findings of check on the ledger at location and
+// returns errReported if there are any.
+func (c *CheckCommand) report(location string, lines []string, stale []staleRow, now time.Time) error {
+	if c.json {
+		if err := writeJSON(c.main.Stdout, checkReport{
+			OK: len(lines) == 0 && len(stale) == 0, Problems: append([]string{}, lines...),
+			StaleAfter: c.staleAfter.String(), Stale: append([]staleRow{}, stale...),
+		}); err != nil {
+			return err
+		}
+	} else {
+		for _, line := range lines {
+			fmt.Fprintln(c.main.Stdout, line)
+		}
+		for _, s := range stale {
+			fmt.Fprintln(c.main.Stdout, s.line(now))
+		}
+		if len(lines) == 0 && len(stale) == 0 {
+			fmt.Fprintln(c.main.Stdout, "ok")
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(c.main.Stderr, "mcp-changeset check: %s found in %s; restore it from a backup, or reconcile or inspect the rows named above\n",
+			plural(len(lines), "problem"), location)
+	}
+	if len(stale) > 0 {
+		fmt.Fprintf(c.main.Stderr, "mcp-changeset check: %s left in flight for more than %s in %s; check what each did to its resource, then close it with: mcp-changeset reconcile ID --note '…' --yes\n",
+			countOf(len(stale), "change or run", "changes or runs"), formatDuration(c.staleAfter), location)
+	}
+	if len(lines) > 0 || len(stale) > 0 {
+		return errReported
+	}
+	return nil
+}
+
+// staleRows lists the changes left applying or undoing and the runs left
+// undoing whose last update is more than after before now, oldest first
+// within each kind.
+func staleRows(ctx context.Context, l *ledger.Ledger, now time.Time, after time.Duration) ([]staleRow, error) {
+	cutoff := now.Add(-after)
+	changes, err := l.ListChanges(ctx, ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applying, ledger.Undoing}, UpdatedBefore: cutoff})
+	if err != nil {
+		return nil, err
+	}
+	runs, err := l.ListRuns(ctx, ledger.RunFilter{Statuses: []ledger.RunStatus{ledger.RunUndoing}})
+	if err != nil {
+		return nil, err
+	}
+	var out []staleRow
+	for i := len(changes) - 1; i >= 0; i-- { // listed newest first
+		ch := changes[i]
+		if (ch.Status != ledger.Applying && ch.Status != ledger.Undoing) || !ch.UpdatedAt.Before(cutoff) {
+			continue // the filter is the backend's; hold it to it
+		}
+		out = append(out, staleRow{Kind: "change", ID: ch.ID, Status: string(ch.Status), UpdatedAt: ch.UpdatedAt.UTC(),
+			AgeSeconds: now.Sub(ch.UpdatedAt).Seconds(), Action: ch.Action})
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Status != ledger.RunUndoing || !r.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		out = append(out, staleRow{Kind: "run", ID: r.ID, Status: string(r.Status), UpdatedAt: r.UpdatedAt.UTC(),
+			AgeSeconds: now.Sub(r.UpdatedAt).Seconds(), Label: r.Label})
+	}
+	return out, nil
+}
+
+// countOf says how many of a noun there are, with its plural form.
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// line is the human form of a stale row, for check's output.
+func (s staleRow) line(now time.Time) string {
+	what := "action " + clean(s.Action)
+	if s.Kind == "run" {
+		what = `label "` + clean(s.Label) + `"`
+	}
+	return fmt.Sprintf("stale: %s %s %s, last updated %s ago, %s", s.Kind, clean(s.ID), clean(s.Status), formatDuration(now.Sub(s.UpdatedAt)), what)
+}
+
+// sqliteHeading is the line with which SQLite's integrity check starts
+// the findings of each database.
+const sqliteHeading = "*** in database main ***"
 
 // findingLines puts each finding on a line of its own. SQLite's integrity
 // check reports several findings in one multi-line row; each of its lines
@@ -56,8 +195,9 @@ func findingLines(problems []string) []string {
 		parts := strings.Split(strings.TrimSpace(p), "\n")
 		label, _, ok := strings.Cut(parts[0], ": ")
 		for i, part := range parts {
-			if part = strings.TrimSpace(part); part == "" {
-				continue
+			part = strings.TrimSpace(part)
+			if part == "" || part == sqliteHeading || ok && part == label+": "+sqliteHeading {
+				continue // SQLite's heading, not a finding
 			}
 			if i > 0 && ok {
 				part = label + ": " + part
@@ -70,7 +210,7 @@ func findingLines(problems []string) []string {
 
 // Usage returns the help text of check.
 func (c *CheckCommand) Usage() string {
-	return `Usage: mcp-changeset check
+	return `Usage: mcp-changeset check [--stale-after DURATION] [--json]
 
 Check the ledger: SQLite's integrity and foreign key checks, the file's
 identity (application_id and schema version), and the ledger's own
@@ -86,17 +226,32 @@ invariants:
 	- finished runs hold no undo confirmation digest, and a run holds one
 	  only with the plan digest it is bound to.
 
-Prints each problem on a line of its own and exits with status 1, or prints
-"ok" and exits with status 0. Findings name rows by ID, never a digest. The
-ledger is opened read-only.
+It also reports every change left applying or undoing, and every run left
+undoing, whose last update is older than --stale-after: a process most
+likely died while working on it, and nothing will finish it. Check what it
+did to its resource, then close it with "mcp-changeset reconcile".
+
+Prints each finding on a line of its own, or "ok". Findings name rows by
+ID, never a digest. The ledger is opened read-only, and without the
+integrity check that every other command makes when it opens a SQLite
+ledger, so that check can report a damaged file in detail; a file whose
+header or schema cannot be read is still refused.
+
+Exit status: 0 when nothing was found; 1 when a problem or a stale change
+or run was found, or on any error.
 
 Options:
 
-	--ledger L     the ledger (default $` + LedgerEnv + `)
+	--stale-after D  report changes and runs in flight for longer than D
+	                 (default 10m): a Go duration such as 90s, 10m or 2h,
+	                 or days such as 7d or 1d12h
+	--json           print one JSON document instead of lines
+	--ledger L       the ledger (default $` + LedgerEnv + `)
 
 Examples:
 
 	mcp-changeset check
+	mcp-changeset check --stale-after 1h --json
 	MCP_CHANGESET_LEDGER=/var/lib/notes/ledger.db mcp-changeset check || alert
 `
 }

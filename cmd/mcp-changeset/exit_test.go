@@ -29,7 +29,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"runs"}, exitOK},
 		{[]string{"runs", "--json"}, exitOK},
 		{[]string{"runs", "extra"}, exitError},
-		{[]string{"check"}, exitOK},
+		{[]string{"check", "--stale-after", "1000d"}, exitOK},
+		{[]string{"check"}, exitError}, // the fixture's changes left in flight
+		{[]string{"check", "--stale-after", "1000d", "--json"}, exitOK},
+		{[]string{"check", "--stale-after", "soon"}, exitError},
 		{[]string{"check", "extra"}, exitError},
 		{[]string{"reconcile", f.ids["applying"], "--note", "n"}, exitDryRun},
 		{[]string{"reconcile", f.ids["applying"], "--note", "n", "--yes"}, exitOK},

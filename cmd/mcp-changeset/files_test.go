@@ -113,7 +113,7 @@ func TestReadOnlyFile_ReadCommandsWorkWritesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := readFile(t, f.path)
-	for _, args := range [][]string{{"list"}, {"show", f.ids["applied"]}, {"runs", "--json"}, {"check"}, {"expire"}, {"prune", "--older-than-days", "0"}} {
+	for _, args := range [][]string{{"list"}, {"show", f.ids["applied"]}, {"runs", "--json"}, {"check", "--stale-after", "1000d"}, {"expire"}, {"prune", "--older-than-days", "0"}} {
 		r := runL(t, f.path, args...)
 		if r.code == exitError {
 			t.Errorf("%v on a read-only file: %s", args, r)

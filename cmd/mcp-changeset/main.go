@@ -14,8 +14,9 @@
 // Changing commands (reconcile, prune, expire) only report what they would
 // do unless given --yes.
 //
-// Exit status: 0 on success, 1 on any error (including a usage error and
-// problems found by check), 2 when a changing command ran without --yes.
+// Exit status: 0 on success, 1 on any error (including a usage error, a
+// damaged ledger, and problems or stale changes found by check), 2 when a
+// changing command ran without --yes.
 //
 // See docs/cli.md for every subcommand and its JSON output.
 package main
@@ -206,7 +207,8 @@ Commands:
 	reconcile  close a change left applying or undoing by a dead process
 	prune      delete old finished changes and empty runs
 	expire     mark pending changes past their expiry as expired
-	check      check the ledger's integrity and invariants
+	check      check the ledger's integrity and invariants, and find
+	           changes and runs left in flight
 	version    print the version of this program
 	help       show the usage of a command
 
@@ -215,8 +217,9 @@ or after the command) or from $` + LedgerEnv + `. It is never created.
 reconcile, prune and expire only print what they would do unless given
 --yes. No command prints a token or a stored digest.
 
-Exit status: 0 on success; 1 on any error, including a usage error and
-problems found by check; 2 when a changing command ran without --yes.
+Exit status: 0 on success; 1 on any error, including a usage error, a
+damaged ledger, and problems or stale changes found by check; 2 when a
+changing command ran without --yes.
 
 Run "mcp-changeset help <command>" or "mcp-changeset <command> --help" for
 the options and examples of a command.

@@ -202,7 +202,7 @@ func TestCheck_CleanLedgerIsOK(t *testing.T) {
 	t.Parallel()
 	f := populate(t)
 	before := readFile(t, f.path)
-	r := runL(t, f.path, "check")
+	r := runL(t, f.path, "check", "--stale-after", "1000d")
 	want(t, r, exitOK)
 	if r.stdout != "ok\n" {
 		t.Errorf("check printed %q, want ok", r.stdout)

@@ -93,14 +93,24 @@ func (b *Backend) preflight(opts ledger.OpenOptions) (fresh bool, err error) {
 		return false, b.openError(err)
 	}
 	defer f.Close()
-	head := make([]byte, len(sqliteMagic))
-	if _, err := io.ReadFull(f, head); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	head := make([]byte, headerSize)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return false, b.openError(err)
 	}
-	if !bytes.Equal(head, []byte(sqliteMagic)) {
+	head = head[:n]
+	if !bytes.HasPrefix(head, []byte(sqliteMagic)) {
+		if damagedLedger(f, fi.Size()) {
+			return false, b.corrupt("the file holds a ledger's schema but does not start as a SQLite database does: its first bytes were overwritten")
+		}
 		return false, b.openError(fmt.Errorf("%w: not a SQLite database", ledger.ErrForeign))
 	}
-	return false, nil
+	var walSize int64
+	if wi, err := os.Stat(b.path + "-wal"); err == nil {
+		walSize = wi.Size()
+	}
+	b.size = fi.Size() + walSize
+	return false, b.checkHeader(head, fi.Size(), walSize)
 }
 
 // checkLocal refuses a path on a network filesystem unless the options
@@ -171,25 +181,36 @@ func (b *Backend) verdict(id identity, create bool) (write bool, err error) {
 	}
 }
 
-// probe reads the identity of the existing file on a connection of its own
-// that SQLite opens read-only (mode=ro), so that nothing is written to a
-// file before it is known to be a ledger.
-func (b *Backend) probe(ctx context.Context, timeout time.Duration) (identity, error) {
+// inspect decides, on a connection of its own that SQLite opens read-only
+// (mode=ro), whether Open may use the existing file: it reads the file's
+// identity, refuses a file that is not a ledger it can use (see verdict),
+// and runs the open-time integrity check that check asks for (see
+// opencheck.go). Nothing is written to a file before it passes.
+func (b *Backend) inspect(ctx context.Context, timeout time.Duration, create bool, check ledger.IntegrityCheck) error {
 	dsn, err := buildDSN(b.path, true, timeout)
 	if err != nil {
-		return identity{}, b.openError(err)
+		return b.openError(err)
 	}
 	db, err := sql.Open(driverName, dsn)
 	if err != nil {
-		return identity{}, b.interpretError("open", err)
+		return b.interpretError("open", err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	id, err := readIdentity(ctx, db)
 	if err != nil {
-		return id, b.interpretError("open", err)
+		if le := b.interpretError("open", err); !errors.Is(le, ledger.ErrCorrupt) {
+			return le
+		}
+		return b.openError(fmt.Errorf("%w: SQLite cannot read the file's schema: %w", ledger.ErrCorrupt, err))
 	}
-	return id, nil
+	if _, err := b.verdict(id, create); err != nil {
+		return err
+	}
+	if id.appID != ApplicationID {
+		return nil // an empty database, to be initialised
+	}
+	return b.checkIntegrity(ctx, db, check, b.size, b.fullCheckLimit)
 }
 
 // verifyPragmas checks, as litestream does, that the DSN's pragmas took

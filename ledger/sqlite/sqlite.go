@@ -14,6 +14,13 @@
 // PRAGMA user_version above [SchemaVersion]) is refused too; an older one is
 // upgraded in place, in one transaction.
 //
+// A damaged file is refused too, unchanged, with an error wrapping
+// [ledger.ErrCorrupt]: before the read-write connections open, Open checks
+// the file's header and page count and runs an integrity check chosen by
+// [ledger.OpenOptions.Check] (all of a file up to 64 MiB; the b-trees'
+// upper levels and edges of a larger one). Damage it did not read surfaces
+// as the same error when the damaged page is first read.
+//
 // Every write transaction starts with BEGIN IMMEDIATE, so it holds the
 // file's write lock from its first statement; readers are never blocked by
 // it. The file must be on a local disk: SQLite's WAL mode and locks are
@@ -76,6 +83,12 @@ type Backend struct {
 	path     string
 	readOnly bool
 	stmts    sync.Map // query → *sql.Stmt, see prepared.go
+
+	// size is the file's size with its write-ahead log when Open found
+	// it; fullCheckLimit is the size up to which ledger.CheckAuto runs
+	// the full quick_check (see opencheck.go).
+	size           int64
+	fullCheckLimit int64
 }
 
 var (
@@ -93,12 +106,19 @@ var (
 //
 // An existing file is used only if it is a changeset ledger; an empty file,
 // or a SQLite database with no schema at all, is initialised only when
-// opts.Create is set. Errors are *ledger.Error values wrapping
+// opts.Create is set, and only if the open-time integrity check
+// (opts.Check) finds no damage. Errors are *ledger.Error values wrapping
 // [ledger.ErrForeign], [ledger.ErrNewerSchema], [ledger.ErrCorrupt],
 // [ledger.ErrNetworkFS], [ledger.ErrBusy] or [ledger.ErrReadOnly] as the
 // cause may be.
 func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, error) {
-	b := &Backend{path: path, readOnly: opts.ReadOnly}
+	return open(ctx, path, opts, fullCheckMaxBytes)
+}
+
+// open is Open with the size up to which ledger.CheckAuto reads the whole
+// file, which tests lower to exercise the structural check on small files.
+func open(ctx context.Context, path string, opts ledger.OpenOptions, fullCheckLimit int64) (*Backend, error) {
+	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit}
 	timeout := opts.BusyTimeout
 	if timeout <= 0 {
 		timeout = ledger.DefaultBusyTimeout
@@ -109,12 +129,8 @@ func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, 
 	}
 	if !fresh {
 		// Decide on a read-only connection, before anything can write
-		// to the file, whether it is ours.
-		id, err := b.probe(ctx, timeout)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := b.verdict(id, opts.Create); err != nil {
+		// to the file, whether it is ours and undamaged.
+		if err := b.inspect(ctx, timeout, opts.Create, opts.Check); err != nil {
 			return nil, err
 		}
 		// migrate decides again on the read-write pool. Only a file
