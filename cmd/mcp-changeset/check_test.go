@@ -67,10 +67,17 @@ func TestCheck_ReportsEachBrokenInvariantOnItsOwnLine(t *testing.T) {
 func TestCheck_CorruptFileReportsEachFindingUnchanged(t *testing.T) {
 	t.Parallel()
 	f := populate(t)
+	// Overwrite every page but the schema's with garbage.
+	leaves, interior, size := ledgerPages(t, f.path, "sqlite_schema")
+	schema := map[int64]bool{}
+	for _, p := range append(leaves, interior...) {
+		schema[p] = true
+	}
 	data := readFile(t, f.path)
-	// Overwrite the pages after the header with garbage.
-	for i := 4096; i < len(data); i++ {
-		data[i] = byte(i * 7)
+	for i := int64(0); i < int64(len(data)); i++ {
+		if !schema[i/size+1] {
+			data[i] = byte(i * 7)
+		}
 	}
 	if err := writeFile(f.path, data); err != nil {
 		t.Fatal(err)

@@ -39,9 +39,9 @@ func keys(m map[string]any) []string {
 
 // The JSON field names documented in docs/cli.md.
 var (
-	changeFields = []string{"action", "applied_at", "applied_by", "change_id", "created_at", "error_type", "expires_at",
+	changeFields = []string{"action", "applied_at", "applied_by", "change_id", "created_at", "error_type", "expires_at", "failure", "nothing_written",
 		"resource", "run_id", "status", "summary", "transactional", "undo_expires_at", "undoable", "undone_at", "undone_by", "updated_at"}
-	detailFields = append(slices.Clone(changeFields), "after", "before", "diff", "error", "note", "payload", "redact_fields", "redacted_at", "result", "warnings")
+	detailFields = append(slices.Clone(changeFields), "after", "before", "depends_on", "diff", "error", "note", "payload", "redact_fields", "redacted_at", "result", "warnings")
 	runFields    = []string{"change_count", "changes_by_status", "created_at", "label", "run_id", "status", "undone_by", "updated_at"}
 )
 
@@ -126,7 +126,7 @@ func TestShow_PrintsWhatOperatorsMayRead(t *testing.T) {
 	before := readFile(t, f.path)
 
 	r := runL(t, f.path, "show", f.ids["apply_failed"])
-	want(t, r, exitOK, "status         apply_failed", "*fs.PathError", secretErrorText,
+	want(t, r, exitOK, "status         apply_failed", "fs.PathError", secretErrorText,
 		"diff:", `theme: "" → "x"`, "payload:", `"value": "x"`, "warnings:", "test warning")
 	r = runL(t, f.path, "show", f.ids["undone"])
 	want(t, r, exitOK, "undone         ", "by agent", "result:", `"previous": ""`, "before:", "after:", `"12"`)
@@ -137,7 +137,7 @@ func TestShow_PrintsWhatOperatorsMayRead(t *testing.T) {
 	if got := keys(c); !slices.Equal(got, detailFields) {
 		t.Fatalf("show --json fields = %v, want %v", got, detailFields)
 	}
-	if c["status"] != "undo_failed" || c["error_type"] != "*changeset.StateChangedError" || c["after"] != "red" {
+	if c["status"] != "undo_failed" || c["error_type"] != "changeset.StateChangedError" || c["after"] != "red" {
 		t.Errorf("show --json = %v", c)
 	}
 	if p := c["payload"].(map[string]any); p["key"] != "color" || p["value"] != "red" {
@@ -252,7 +252,7 @@ func TestHelp_EveryCommandHasUsageWithExamples(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 2")
+	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 3")
 }
 
 func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {

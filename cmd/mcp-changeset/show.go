@@ -95,6 +95,12 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change) error {
 	t.row("undo until", undoUntil)
 	t.row("undone", byWhom(ch.UndoneAt, ch.UndoneBy))
 	t.row("error type", orDash(clean(ch.ErrorType)))
+	if ch.Failure != "" {
+		t.row("failure", failureWords(string(ch.Failure), ch.NothingWritten))
+	}
+	if len(ch.DependsOn) > 0 {
+		t.row("depends on", clean(strings.Join(ch.DependsOn, ", ")))
+	}
 	if len(ch.RedactFields) > 0 {
 		redacted := "marked: " + clean(strings.Join(ch.RedactFields, ", ")) + " (hidden once the change ends)"
 		if !ch.RedactedAt.IsZero() {
@@ -176,4 +182,25 @@ Examples:
 	mcp-changeset show chg_3f9a1c0d2b7e4a6f8c11
 	mcp-changeset show chg_3f9a1c0d2b7e4a6f8c11 --json | jq .change.error
 `
+}
+
+// failureWords says in plain words why a change failed.
+func failureWords(f string, nothingWritten bool) string {
+	var s string
+	switch ledger.Failure(f) {
+	case ledger.FailureStateChanged:
+		s = "refused: the resource changed since it was checked"
+	case ledger.FailureError:
+		s = "the operation returned an error (see error)"
+	case ledger.FailureResultTooLarge:
+		s = "applied, but its result was too large to keep; no undo"
+	case ledger.FailureInterrupted:
+		s = "interrupted and reconciled by an operator"
+	default:
+		s = clean(f)
+	}
+	if nothingWritten {
+		s += "; nothing was written"
+	}
+	return s
 }

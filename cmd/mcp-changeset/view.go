@@ -32,23 +32,28 @@ func (t jsonTime) MarshalJSON() ([]byte, error) {
 
 // changeView is a change as list prints it.
 type changeView struct {
-	ChangeID      string   `json:"change_id"`
-	Action        string   `json:"action"`
-	Status        string   `json:"status"`
-	Summary       string   `json:"summary"`
-	Resource      string   `json:"resource"`
-	RunID         string   `json:"run_id"`
-	Undoable      bool     `json:"undoable"`
-	Transactional bool     `json:"transactional"`
-	AppliedBy     string   `json:"applied_by"`
-	UndoneBy      string   `json:"undone_by"`
-	ErrorType     string   `json:"error_type"`
-	CreatedAt     jsonTime `json:"created_at"`
-	UpdatedAt     jsonTime `json:"updated_at"`
-	ExpiresAt     jsonTime `json:"expires_at"`
-	AppliedAt     jsonTime `json:"applied_at"`
-	UndoExpiresAt jsonTime `json:"undo_expires_at"`
-	UndoneAt      jsonTime `json:"undone_at"`
+	ChangeID      string `json:"change_id"`
+	Action        string `json:"action"`
+	Status        string `json:"status"`
+	Summary       string `json:"summary"`
+	Resource      string `json:"resource"`
+	RunID         string `json:"run_id"`
+	Undoable      bool   `json:"undoable"`
+	Transactional bool   `json:"transactional"`
+	AppliedBy     string `json:"applied_by"`
+	UndoneBy      string `json:"undone_by"`
+	ErrorType     string `json:"error_type"`
+	// Failure is why a failed change failed (state_changed, error,
+	// result_too_large, interrupted); NothingWritten is true where the
+	// library knows the failed change wrote nothing.
+	Failure        string   `json:"failure"`
+	NothingWritten bool     `json:"nothing_written"`
+	CreatedAt      jsonTime `json:"created_at"`
+	UpdatedAt      jsonTime `json:"updated_at"`
+	ExpiresAt      jsonTime `json:"expires_at"`
+	AppliedAt      jsonTime `json:"applied_at"`
+	UndoExpiresAt  jsonTime `json:"undo_expires_at"`
+	UndoneAt       jsonTime `json:"undone_at"`
 }
 
 // changeDetail is a change as show prints it: the list view plus the
@@ -63,6 +68,8 @@ type changeDetail struct {
 	After    json.RawMessage `json:"after"`
 	Error    string          `json:"error"`
 	Note     string          `json:"note"`
+	// DependsOn names the resources the change relies on.
+	DependsOn []string `json:"depends_on"`
 	// RedactFields are the payload fields the operation marked sensitive;
 	// once RedactedAt is set their stored values are keyed hashes, shown
 	// as "[redacted]".
@@ -84,23 +91,25 @@ type runView struct {
 
 func viewChange(c *ledger.Change) changeView {
 	return changeView{
-		ChangeID:      c.ID,
-		Action:        c.Action,
-		Status:        string(c.Status),
-		Summary:       c.Summary,
-		Resource:      c.Resource,
-		RunID:         c.RunID,
-		Undoable:      c.Undoable,
-		Transactional: c.Transactional,
-		AppliedBy:     c.AppliedBy,
-		UndoneBy:      c.UndoneBy,
-		ErrorType:     c.ErrorType,
-		CreatedAt:     jsonTime(c.CreatedAt),
-		UpdatedAt:     jsonTime(c.UpdatedAt),
-		ExpiresAt:     jsonTime(c.ExpiresAt),
-		AppliedAt:     jsonTime(c.AppliedAt),
-		UndoExpiresAt: jsonTime(c.UndoExpiresAt),
-		UndoneAt:      jsonTime(c.UndoneAt),
+		ChangeID:       c.ID,
+		Action:         c.Action,
+		Status:         string(c.Status),
+		Summary:        c.Summary,
+		Resource:       c.Resource,
+		RunID:          c.RunID,
+		Undoable:       c.Undoable,
+		Transactional:  c.Transactional,
+		AppliedBy:      c.AppliedBy,
+		UndoneBy:       c.UndoneBy,
+		ErrorType:      c.ErrorType,
+		Failure:        string(c.Failure),
+		NothingWritten: c.NothingWritten,
+		CreatedAt:      jsonTime(c.CreatedAt),
+		UpdatedAt:      jsonTime(c.UpdatedAt),
+		ExpiresAt:      jsonTime(c.ExpiresAt),
+		AppliedAt:      jsonTime(c.AppliedAt),
+		UndoExpiresAt:  jsonTime(c.UndoExpiresAt),
+		UndoneAt:       jsonTime(c.UndoneAt),
 	}
 }
 
@@ -108,6 +117,7 @@ func viewChangeDetail(c *ledger.Change) changeDetail {
 	d := changeDetail{
 		changeView: viewChange(c),
 		Warnings:   append([]string{}, c.Warnings...),
+		DependsOn:  append([]string{}, c.DependsOn...),
 		Diff:       ledger.MaskRedacted(orNull(c.Diff)),
 		Payload:    ledger.MaskRedacted(orNull(c.Payload)),
 		Result:     orNull(c.Result),

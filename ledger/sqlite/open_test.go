@@ -223,14 +223,19 @@ func TestCorruptFile(t *testing.T) {
 	if len(data) < 3*4096 {
 		t.Fatalf("ledger too small to damage: %d bytes", len(data))
 	}
+	// Every page but the schema's (page 1 and any that the schema
+	// overflowed into) gets random bytes.
+	schema := schemaPages(t, pages)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 4096; i < len(data); i++ {
-		data[i] = byte(rng.IntN(256))
+	for i := 0; i < len(data); i++ {
+		if !schema[i/4096+1] {
+			data[i] = byte(rng.IntN(256))
+		}
 	}
 	if err := os.WriteFile(pages, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Page 1 is intact, but the open-time check reads the rest.
+	// The schema is intact, but the open-time check reads the rest.
 	refused(t, pages, ledger.OpenOptions{}, ledger.ErrCorrupt)
 	refused(t, pages, ledger.OpenOptions{ReadOnly: true}, ledger.ErrCorrupt)
 	// Opened without it, as mcp-changeset check does, the damage shows
@@ -258,4 +263,31 @@ func TestCorruptFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, header, ledger.OpenOptions{Create: true}, ledger.ErrCorrupt)
+}
+
+// schemaPages lists the pages of the file's schema table (1-based).
+func schemaPages(t *testing.T, path string) map[int]bool {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT pageno FROM dbstat WHERE name = 'sqlite_schema'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int]bool{1: true}
+	for rows.Next() {
+		var no int
+		if err := rows.Scan(&no); err != nil {
+			t.Fatal(err)
+		}
+		out[no] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
