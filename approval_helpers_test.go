@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,23 +25,30 @@ const (
 // whose server any number of clients can connect to.
 type approvalFixture struct {
 	t      *testing.T
-	path   string
 	guard  *changeset.Guard
 	server *mcp.Server
 	store  *kv
 	clock  *testkit.Clock
 }
 
-func newApprovalFixture(t *testing.T, edit ...func(*changeset.Options)) *approvalFixture {
+// newApprovalFixtureOn builds an approval fixture on a new ledger of kit's
+// backend, passed in Options.Ledger and closed when t ends.
+func newApprovalFixtureOn(t *testing.T, kit backendKit, edit ...func(*changeset.Options)) *approvalFixture {
+	t.Helper()
+	return buildApprovalFixture(t, changeset.Options{Ledger: kit.Ledger(t)}, edit)
+}
+
+// buildApprovalFixture completes base, whose ledger is set, into an
+// approval fixture; a replica passes another fixture's ledger reopened.
+func buildApprovalFixture(t *testing.T, base changeset.Options, edit []func(*changeset.Options)) *approvalFixture {
 	t.Helper()
 	f := &approvalFixture{
 		t:     t,
-		path:  filepath.Join(t.TempDir(), "ledger.db"),
 		store: &kv{m: map[string]string{"theme": "light", "language": "en"}},
 		clock: testkit.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 	}
-	opts := changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Clock: f.clock.Now,
-		Approval: changeset.UserApproval}
+	opts := base
+	opts.WriteMode, opts.Clock, opts.Approval = changeset.WriteGuarded, f.clock.Now, changeset.UserApproval
 	for _, e := range edit {
 		e(&opts)
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // registerTxSet registers "txset", a TxOperation on a table kept in the
-// ledger's own database.
+// ledger's own database. Its statements use $n placeholders, which both
+// SQLite and PostgreSQL take.
 func registerTxSet(t *testing.T, g *changeset.Guard) {
 	t.Helper()
 	if _, err := g.Ledger().DB().Exec(`CREATE TABLE kvt (k TEXT PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
@@ -18,14 +19,14 @@ func registerTxSet(t *testing.T, g *changeset.Guard) {
 	}
 	read := func(ctx context.Context, tx *sql.Tx, k string) (string, error) {
 		var v string
-		err := tx.QueryRowContext(ctx, `SELECT v FROM kvt WHERE k = ?`, k).Scan(&v)
+		err := tx.QueryRowContext(ctx, `SELECT v FROM kvt WHERE k = $1`, k).Scan(&v)
 		if err == sql.ErrNoRows {
 			return "", nil
 		}
 		return v, err
 	}
 	write := func(ctx context.Context, tx *sql.Tx, k, v string) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO kvt (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, k, v)
+		_, err := tx.ExecContext(ctx, `INSERT INTO kvt (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, k, v)
 		return err
 	}
 	changeset.RegisterTx(g, &mcp.Tool{Name: "txset"}, changeset.TxOperation[setIn, setIn, setOut]{
@@ -52,39 +53,42 @@ func registerTxSet(t *testing.T, g *changeset.Guard) {
 func kvtValue(t *testing.T, g *changeset.Guard, k string) string {
 	t.Helper()
 	var v string
-	if err := g.Ledger().DB().QueryRow(`SELECT v FROM kvt WHERE k = ?`, k).Scan(&v); err != nil && err != sql.ErrNoRows {
+	if err := g.Ledger().DB().QueryRow(`SELECT v FROM kvt WHERE k = $1`, k).Scan(&v); err != nil && err != sql.ErrNoRows {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func TestApproval_TransactionalOperationAsksAndApplies(t *testing.T) {
-	f := newApprovalFixture(t)
-	registerTxSet(t, f.guard)
-	u := says(decline, yes, yes)
-	cs := f.connect(clientOptions{protocol: protoLegacy, user: u})
-	id := mustCall(t, cs, "preview_txset", map[string]any{"key": "a", "value": "1"})["change_id"].(string)
+func exerciseApprovalTx(t *testing.T, kit backendKit) {
+	t.Run("Approval_TransactionalOperationAsksAndApplies", func(t *testing.T) {
+		t.Parallel()
+		f := newApprovalFixtureOn(t, kit)
+		registerTxSet(t, f.guard)
+		u := says(decline, yes, yes)
+		cs := f.connect(clientOptions{protocol: protoLegacy, user: u})
+		id := mustCall(t, cs, "preview_txset", map[string]any{"key": "a", "value": "1"})["change_id"].(string)
 
-	mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "declined")
-	if f.status(id) != "pending" || kvtValue(t, f.guard, "a") != "" {
-		t.Fatal("a declined transactional apply wrote")
-	}
-	mustCall(t, cs, "apply_change", map[string]any{"change_id": id})
-	if f.status(id) != "applied" || kvtValue(t, f.guard, "a") != "1" {
-		t.Fatalf("status %s, a = %q", f.status(id), kvtValue(t, f.guard, "a"))
-	}
-	mustCall(t, cs, "undo_change", map[string]any{"change_id": id})
-	if f.status(id) != "undone" || kvtValue(t, f.guard, "a") != "" {
-		t.Fatalf("status %s, a = %q", f.status(id), kvtValue(t, f.guard, "a"))
-	}
+		mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "declined")
+		if f.status(id) != "pending" || kvtValue(t, f.guard, "a") != "" {
+			t.Fatal("a declined transactional apply wrote")
+		}
+		mustCall(t, cs, "apply_change", map[string]any{"change_id": id})
+		if f.status(id) != "applied" || kvtValue(t, f.guard, "a") != "1" {
+			t.Fatalf("status %s, a = %q", f.status(id), kvtValue(t, f.guard, "a"))
+		}
+		mustCall(t, cs, "undo_change", map[string]any{"change_id": id})
+		if f.status(id) != "undone" || kvtValue(t, f.guard, "a") != "" {
+			t.Fatalf("status %s, a = %q", f.status(id), kvtValue(t, f.guard, "a"))
+		}
 
-	// The state check before asking runs inside the rolled-back transaction.
-	id = mustCall(t, cs, "preview_txset", map[string]any{"key": "b", "value": "1"})["change_id"].(string)
-	if _, err := f.guard.Ledger().DB().Exec(`INSERT INTO kvt (k, v) VALUES ('b', 'edited')`); err != nil {
-		t.Fatal(err)
-	}
-	mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "changed after the preview")
-	if n, _ := u.asked(); n != 3 || f.status(id) != "pending" {
-		t.Fatalf("asked %d times, status %s", n, f.status(id))
-	}
+		// The state check before asking runs inside the rolled-back transaction.
+		id = mustCall(t, cs, "preview_txset", map[string]any{"key": "b", "value": "1"})["change_id"].(string)
+		if _, err := f.guard.Ledger().DB().Exec(`INSERT INTO kvt (k, v) VALUES ('b', 'edited')`); err != nil {
+			t.Fatal(err)
+		}
+		mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "changed after the preview")
+		if n, _ := u.asked(); n != 3 || f.status(id) != "pending" {
+			t.Fatalf("asked %d times, status %s", n, f.status(id))
+		}
+	})
 }

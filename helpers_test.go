@@ -49,27 +49,46 @@ type setOut struct {
 	Previous string `json:"previous"`
 }
 
-// fixture is a Guard with test operations over a fresh ledger file, and a
+// fixture is a Guard with test operations over a fresh ledger, and a
 // go-sdk client connected to its server over in-memory transports.
 type fixture struct {
 	t       *testing.T
-	path    string
+	path    string // the SQLite file of a newFixture; "" for newFixtureOn
 	guard   *changeset.Guard
 	store   *kv
 	clock   *testkit.Clock
 	session *mcp.ClientSession
 }
 
-// newFixture builds a fixture; edit adjusts the options before New.
+// newFixture builds a fixture on a SQLite file that the Guard opens itself
+// (Options.LedgerPath), for the tests that look at the file; edit adjusts
+// the options before New.
 func newFixture(t *testing.T, edit ...func(*changeset.Options)) *fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	f := buildFixture(t, changeset.Options{LedgerPath: path}, edit)
+	f.path = path
+	return f
+}
+
+// newFixtureOn builds a fixture on a new ledger of kit's backend, passed
+// in Options.Ledger and closed when t ends; edit adjusts the options
+// before New.
+func newFixtureOn(t *testing.T, kit backendKit, edit ...func(*changeset.Options)) *fixture {
+	t.Helper()
+	return buildFixture(t, changeset.Options{Ledger: kit.Ledger(t)}, edit)
+}
+
+// buildFixture completes base, whose ledger is set, into a fixture.
+func buildFixture(t *testing.T, base changeset.Options, edit []func(*changeset.Options)) *fixture {
 	t.Helper()
 	f := &fixture{
 		t:     t,
-		path:  filepath.Join(t.TempDir(), "ledger.db"),
 		store: &kv{m: map[string]string{"theme": "light", "language": "en"}},
 		clock: testkit.NewClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 	}
-	opts := changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Clock: f.clock.Now}
+	opts := base
+	opts.WriteMode, opts.Clock = changeset.WriteGuarded, f.clock.Now
 	for _, e := range edit {
 		e(&opts)
 	}

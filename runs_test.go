@@ -155,8 +155,9 @@ type runFixture struct {
 	docs *docs
 }
 
-func newRunFixture(t *testing.T) *runFixture {
-	f := newFixture(t)
+// newRunFixtureOn builds a run fixture on a ledger of kit's backend.
+func newRunFixtureOn(t *testing.T, kit backendKit) *runFixture {
+	f := newFixtureOn(t, kit)
 	d := &docs{next: 2, m: map[int]doc{1: {1, "alpha", "t1"}, 2: {2, "beta", "t2"}}}
 	registerDocOps(f.guard, d)
 	return &runFixture{fixture: f, docs: d}
@@ -203,302 +204,314 @@ func ids(list any) []string {
 	return out
 }
 
-func TestRun_UndoRestoresStateByteForByteNewestFirst(t *testing.T) {
-	f := newRunFixture(t)
-	before := f.docs.dump()
-	run := f.startRun("Reorganise docs")
-	c1 := f.do(run, "create_doc", map[string]any{"title": "gamma"})           // doc 3
-	c2 := f.do(run, "rename_doc", map[string]any{"id": 3, "title": "gamma2"}) // rename what the run created
-	c3 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "ALPHA"})
-	c4 := f.do(run, "delete_doc", map[string]any{"id": 2})
-	if f.docs.dump() == before {
-		t.Fatal("the run changed nothing")
-	}
-
-	detail := mustCall(t, f.session, "get_run", map[string]any{"run_id": run})
-	if got := ids(detail["changes"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
-		t.Fatalf("get_run changes = %v, want newest first", got)
-	}
-
-	dry := f.dryRun(run)
-	if dry["dry_run"] != true || dry["confirmation_token"] == nil || !strings.Contains(dry["next_step"].(string), "Nothing has been changed") {
-		t.Fatalf("dry run = %v", dry)
-	}
-	if got := ids(dry["will_undo"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
-		t.Fatalf("will_undo = %v, want newest first", got)
-	}
-	if len(dry["skipped"].([]any)) != 0 || len(dry["irreversible"].([]any)) != 0 {
-		t.Fatalf("dry run skipped or irreversible: %v", dry)
-	}
-
-	rep := f.undoRun(run, dry["confirmation_token"])
-	if rep["dry_run"] != false || rep["status"] != "undone" || rep["undone_by"] != "agent" {
-		t.Fatalf("undo = %v", rep)
-	}
-	if got := ids(rep["undone"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
-		t.Fatalf("undone = %v", got)
-	}
-	if after := f.docs.dump(); after != before {
-		t.Fatalf("state after undo:\n%s\nwant:\n%s", after, before)
-	}
-	for _, id := range []string{c1, c2, c3, c4} {
-		if f.status(id) != ledger.Undone {
-			t.Errorf("%s: %s", id, f.status(id))
+func exerciseRuns(t *testing.T, kit backendKit) {
+	t.Run("Run_UndoRestoresStateByteForByteNewestFirst", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		before := f.docs.dump()
+		run := f.startRun("Reorganise docs")
+		c1 := f.do(run, "create_doc", map[string]any{"title": "gamma"})           // doc 3
+		c2 := f.do(run, "rename_doc", map[string]any{"id": 3, "title": "gamma2"}) // rename what the run created
+		c3 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "ALPHA"})
+		c4 := f.do(run, "delete_doc", map[string]any{"id": 2})
+		if f.docs.dump() == before {
+			t.Fatal("the run changed nothing")
 		}
-	}
-	if v, _ := f.docs.get(2); v.Created != "t2" {
-		t.Fatalf("deleted doc restored with another identity: %+v", v)
-	}
-}
 
-func TestRun_ChangeEditedOutsideIsSkippedAndOlderChangesToItToo(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Titles")
-	r1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	r2 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "two"})
-	r3 := f.do(run, "rename_doc", map[string]any{"id": 2, "title": "B"})
-	f.docs.put(doc{ID: 1, Title: "a person's title", Created: "t1"}) // a person's later edit
-
-	dry := f.dryRun(run)
-	if got := ids(dry["will_undo"]); !slices.Equal(got, []string{r3}) {
-		t.Fatalf("will_undo = %v", got)
-	}
-	skipped := dry["skipped"].([]any)
-	if got := ids(skipped); !slices.Equal(got, []string{r2, r1}) {
-		t.Fatalf("skipped = %v", got)
-	}
-	if reason := skipped[0].(map[string]any)["reason"].(string); !strings.Contains(reason, "changed after") {
-		t.Fatalf("reason = %q", reason)
-	}
-	rep := f.undoRun(run, dry["confirmation_token"])
-	if rep["status"] != "partially_undone" || !slices.Equal(ids(rep["skipped"]), []string{r2, r1}) {
-		t.Fatalf("undo = %v", rep)
-	}
-	if v, _ := f.docs.get(1); v.Title != "a person's title" {
-		t.Fatalf("the person's edit was destroyed: %+v", v)
-	}
-	if v, _ := f.docs.get(2); v.Title != "beta" {
-		t.Fatalf("doc 2 not undone: %+v", v)
-	}
-	if f.status(r1) != ledger.Applied || f.status(r2) != ledger.Applied || f.status(r3) != ledger.Undone {
-		t.Fatal("statuses wrong after a partial undo")
-	}
-}
-
-func TestRun_CreatedThenDeletedNeedsNoWrite(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Scratch")
-	c1 := f.do(run, "create_doc", map[string]any{"title": "tmp"})
-	c2 := f.do(run, "rename_doc", map[string]any{"id": 3, "title": "tmp2"})
-	c3 := f.do(run, "delete_doc", map[string]any{"id": 3})
-	c4 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "x"})
-
-	dry := f.dryRun(run)
-	if got := ids(dry["no_net_change"]); !slices.Equal(got, []string{c3, c2, c1}) {
-		t.Fatalf("no_net_change = %v", got)
-	}
-	writes := f.docs.writes.Load()
-	rep := f.undoRun(run, dry["confirmation_token"])
-	if got := f.docs.writes.Load() - writes; got != 1 {
-		t.Fatalf("undo wrote %d times, want 1 (only the rename of doc 1)", got)
-	}
-	if rep["status"] != "undone" || !slices.Equal(ids(rep["undone"]), []string{c4}) {
-		t.Fatalf("undo = %v", rep)
-	}
-	for _, id := range []string{c1, c2, c3} {
-		rec, _ := f.guard.Record(context.Background(), id)
-		if rec.Status != ledger.Undone || !strings.Contains(rec.Note, "no net change") {
-			t.Errorf("%s: %s %q", id, rec.Status, rec.Note)
+		detail := mustCall(t, f.session, "get_run", map[string]any{"run_id": run})
+		if got := ids(detail["changes"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
+			t.Fatalf("get_run changes = %v, want newest first", got)
 		}
-	}
-}
 
-func TestRun_DryRunWritesNothingAndItsTokenIsSingleUseAndPlanBound(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Dry")
-	c1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	c2 := f.do(run, "rename_doc", map[string]any{"id": 2, "title": "two"})
-
-	state, writes := f.docs.dump(), f.docs.writes.Load()
-	dry1 := f.dryRun(run)
-	dry2 := f.dryRun(run)
-	if f.docs.dump() != state || f.docs.writes.Load() != writes || f.status(c1) != ledger.Applied || f.status(c2) != ledger.Applied {
-		t.Fatal("a dry run wrote")
-	}
-	// Only the newest dry run's token counts; a wrong or missing one is
-	// refused and spends nothing.
-	for _, tok := range []any{dry1["confirmation_token"], "confirm_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""} {
-		mustFail(t, f.session, "undo_run", map[string]any{"run_id": run, "dry_run": false, "confirmation_token": tok}, "confirmation")
-	}
-	// The plan changes: a person edits doc 2. The token no longer fits.
-	f.docs.put(doc{ID: 2, Title: "edited", Created: "t2"})
-	mustFail(t, f.session, "undo_run", map[string]any{"run_id": run, "dry_run": false, "confirmation_token": dry2["confirmation_token"]}, "changed since the dry run")
-	if f.status(c1) != ledger.Applied {
-		t.Fatal("a refused undo wrote")
-	}
-	dry3 := f.dryRun(run)
-	rep := f.undoRun(run, dry3["confirmation_token"])
-	if !slices.Equal(ids(rep["undone"]), []string{c1}) || !slices.Equal(ids(rep["skipped"]), []string{c2}) {
-		t.Fatalf("undo = %v", rep)
-	}
-	// Asking again returns the stored report, whatever the token, and
-	// writes nothing.
-	writes = f.docs.writes.Load()
-	again := f.undoRun(run, "confirm_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
-	againDry := f.dryRun(run)
-	if fmt.Sprint(again) != fmt.Sprint(rep) || fmt.Sprint(againDry) != fmt.Sprint(rep) {
-		t.Fatalf("asking again: %v\nwant the stored %v", again, rep)
-	}
-	if f.docs.writes.Load() != writes {
-		t.Fatal("asking again wrote")
-	}
-	detail := mustCall(t, f.session, "get_run", map[string]any{"run_id": run})
-	if detail["status"] != "partially_undone" || detail["report"] == nil {
-		t.Fatalf("get_run = %v", detail)
-	}
-}
-
-func TestRun_RefusesNewChangesOnceUndoneAndUnknownRuns(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Closed")
-	f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	pending := mustCall(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "late", "run_id": run})
-	f.undoRun(run, f.dryRun(run)["confirmation_token"])
-
-	mustFail(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": run}, "cannot take new changes (status: undone)")
-	mustFail(t, f.session, "apply_change", map[string]any{"change_id": pending["change_id"], "confirmation_token": pending["confirmation_token"]}, "its run "+run+" is undone")
-	mustFail(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": "run_0123456789abcdef0123"}, "not found")
-	mustFail(t, f.session, "get_run", map[string]any{"run_id": "run_0123456789abcdef0123"}, "not found")
-	mustFail(t, f.session, "undo_run", map[string]any{"run_id": "nope"}, "not found")
-}
-
-func TestRun_OtherScopeCannotSeeJoinOrUndo(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Mine")
-	f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-
-	server := mcp.NewServer(&mcp.Implementation{Name: "other", Version: "1"}, nil)
-	other, err := changeset.New(server, changeset.Options{LedgerPath: f.path, WriteMode: changeset.WriteGuarded, Scope: "someone-else", Clock: f.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	registerDocOps(other, f.docs)
-	cs := connect(t, server)
-	mustFail(t, cs, "get_run", map[string]any{"run_id": run}, "not found")
-	mustFail(t, cs, "undo_run", map[string]any{"run_id": run}, "not found")
-	mustFail(t, cs, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": run}, "not found")
-	if out := mustCall(t, cs, "list_runs", map[string]any{}); len(out["runs"].([]any)) != 0 {
-		t.Fatalf("list_runs shows another scope's runs: %v", out)
-	}
-	if out := mustCall(t, f.session, "list_runs", map[string]any{"status": "open"}); len(out["runs"].([]any)) != 1 {
-		t.Fatalf("list_runs = %v", out)
-	}
-}
-
-func TestRun_ReportsWhatCannotBeUndoneExactly(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Lossy")
-	lossy := f.do(run, "lossy_rename", map[string]any{"id": 1, "title": "one"})
-	forget := f.do(run, "forget_doc", map[string]any{"id": 2})
-	dry := f.dryRun(run)
-	irr := dry["irreversible"].([]any)
-	if len(irr) != 2 {
-		t.Fatalf("irreversible = %v", irr)
-	}
-	reasons := map[string]string{}
-	for _, e := range irr {
-		m := e.(map[string]any)
-		reasons[m["change_id"].(string)] = m["reason"].(string)
-	}
-	if !strings.Contains(reasons[lossy], "cannot be restored") || !strings.Contains(reasons[forget], "no undo") {
-		t.Fatalf("reasons = %v", reasons)
-	}
-	if !slices.Equal(ids(dry["will_undo"]), []string{lossy}) {
-		t.Fatalf("will_undo = %v", dry["will_undo"])
-	}
-	rep := f.undoRun(run, dry["confirmation_token"])
-	if rep["status"] != "partially_undone" {
-		t.Fatalf("status = %v", rep["status"])
-	}
-}
-
-func TestRun_RefusedWhileAChangeIsInFlight(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Busy")
-	id := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	// Simulate a process that died mid-undo: the row stays undoing.
-	l := f.guard.Ledger()
-	err := l.WithTx(context.Background(), func(tx *ledger.Tx) error {
-		c, err := tx.Change(id)
-		if err != nil {
-			return err
+		dry := f.dryRun(run)
+		if dry["dry_run"] != true || dry["confirmation_token"] == nil || !strings.Contains(dry["next_step"].(string), "Nothing has been changed") {
+			t.Fatalf("dry run = %v", dry)
 		}
-		c.Status = ledger.Undoing
-		return tx.UpdateChange(c, ledger.Applied)
+		if got := ids(dry["will_undo"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
+			t.Fatalf("will_undo = %v, want newest first", got)
+		}
+		if len(dry["skipped"].([]any)) != 0 || len(dry["irreversible"].([]any)) != 0 {
+			t.Fatalf("dry run skipped or irreversible: %v", dry)
+		}
+
+		rep := f.undoRun(run, dry["confirmation_token"])
+		if rep["dry_run"] != false || rep["status"] != "undone" || rep["undone_by"] != "agent" {
+			t.Fatalf("undo = %v", rep)
+		}
+		if got := ids(rep["undone"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {
+			t.Fatalf("undone = %v", got)
+		}
+		if after := f.docs.dump(); after != before {
+			t.Fatalf("state after undo:\n%s\nwant:\n%s", after, before)
+		}
+		for _, id := range []string{c1, c2, c3, c4} {
+			if f.status(id) != ledger.Undone {
+				t.Errorf("%s: %s", id, f.status(id))
+			}
+		}
+		if v, _ := f.docs.get(2); v.Created != "t2" {
+			t.Fatalf("deleted doc restored with another identity: %+v", v)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "is undoing")
-}
 
-func TestUndoRun_PersonNeedsNoTokenAndIsRecorded(t *testing.T) {
-	f := newRunFixture(t)
-	before := f.docs.dump()
-	run := f.startRun("Person")
-	c1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	ctx := context.Background()
-	dry, err := f.guard.UndoRun(ctx, run, true, changeset.Person("ana"))
-	if err != nil || dry.ConfirmationToken != "" || len(dry.WillUndo) != 1 {
-		t.Fatalf("person's dry run = %+v, %v", dry, err)
-	}
-	rep, err := f.guard.UndoRun(ctx, run, false, changeset.Person("ana"))
-	if err != nil || rep.Status != "undone" || rep.UndoneBy != "person:ana" {
-		t.Fatalf("person's undo = %+v, %v", rep, err)
-	}
-	rec, _ := f.guard.Record(ctx, c1)
-	if rec.UndoneBy != "person:ana" || f.docs.dump() != before {
-		t.Fatalf("undone by %q", rec.UndoneBy)
-	}
-	// The agent now gets the same stored report.
-	agent := f.undoRun(run, "")
-	if agent["undone_by"] != "person:ana" {
-		t.Fatalf("agent sees %v", agent)
-	}
-}
+	t.Run("Run_ChangeEditedOutsideIsSkippedAndOlderChangesToItToo", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Titles")
+		r1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		r2 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "two"})
+		r3 := f.do(run, "rename_doc", map[string]any{"id": 2, "title": "B"})
+		f.docs.put(doc{ID: 1, Title: "a person's title", Created: "t1"}) // a person's later edit
 
-func TestRun_InterruptedUndoIsReconciledByAnOperator(t *testing.T) {
-	f := newRunFixture(t)
-	run := f.startRun("Crashed")
-	f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
-	ctx := context.Background()
-	l := f.guard.Ledger()
-	// A process claimed the run's undo and died.
-	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
-		r, err := tx.Run(run)
-		if err != nil {
-			return err
+		dry := f.dryRun(run)
+		if got := ids(dry["will_undo"]); !slices.Equal(got, []string{r3}) {
+			t.Fatalf("will_undo = %v", got)
 		}
-		r.Status = ledger.RunUndoing
-		return tx.UpdateRun(r, ledger.RunOpen)
+		skipped := dry["skipped"].([]any)
+		if got := ids(skipped); !slices.Equal(got, []string{r2, r1}) {
+			t.Fatalf("skipped = %v", got)
+		}
+		if reason := skipped[0].(map[string]any)["reason"].(string); !strings.Contains(reason, "changed after") {
+			t.Fatalf("reason = %q", reason)
+		}
+		rep := f.undoRun(run, dry["confirmation_token"])
+		if rep["status"] != "partially_undone" || !slices.Equal(ids(rep["skipped"]), []string{r2, r1}) {
+			t.Fatalf("undo = %v", rep)
+		}
+		if v, _ := f.docs.get(1); v.Title != "a person's title" {
+			t.Fatalf("the person's edit was destroyed: %+v", v)
+		}
+		if v, _ := f.docs.get(2); v.Title != "beta" {
+			t.Fatalf("doc 2 not undone: %+v", v)
+		}
+		if f.status(r1) != ledger.Applied || f.status(r2) != ledger.Applied || f.status(r3) != ledger.Undone {
+			t.Fatal("statuses wrong after a partial undo")
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "being undone")
-	if _, err := l.ReconcileRun(ctx, run, "", "operator:ops"); err == nil {
-		t.Fatal("reconciled without a note")
-	}
-	r, err := l.ReconcileRun(ctx, run, "checked: the rename was not undone", "operator:ops")
-	if err != nil || r.Status != ledger.RunPartiallyUndone {
-		t.Fatalf("ReconcileRun = %+v, %v", r, err)
-	}
-	rep := mustCall(t, f.session, "undo_run", map[string]any{"run_id": run})
-	if rep["status"] != "partially_undone" || !strings.Contains(rep["note"].(string), "checked: the rename") {
-		t.Fatalf("report after reconcile = %v", rep)
-	}
-	if _, err := l.ReconcileRun(ctx, run, "again", "operator:ops"); err == nil {
-		t.Fatal("reconciled twice")
-	}
+
+	t.Run("Run_CreatedThenDeletedNeedsNoWrite", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Scratch")
+		c1 := f.do(run, "create_doc", map[string]any{"title": "tmp"})
+		c2 := f.do(run, "rename_doc", map[string]any{"id": 3, "title": "tmp2"})
+		c3 := f.do(run, "delete_doc", map[string]any{"id": 3})
+		c4 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "x"})
+
+		dry := f.dryRun(run)
+		if got := ids(dry["no_net_change"]); !slices.Equal(got, []string{c3, c2, c1}) {
+			t.Fatalf("no_net_change = %v", got)
+		}
+		writes := f.docs.writes.Load()
+		rep := f.undoRun(run, dry["confirmation_token"])
+		if got := f.docs.writes.Load() - writes; got != 1 {
+			t.Fatalf("undo wrote %d times, want 1 (only the rename of doc 1)", got)
+		}
+		if rep["status"] != "undone" || !slices.Equal(ids(rep["undone"]), []string{c4}) {
+			t.Fatalf("undo = %v", rep)
+		}
+		for _, id := range []string{c1, c2, c3} {
+			rec, _ := f.guard.Record(context.Background(), id)
+			if rec.Status != ledger.Undone || !strings.Contains(rec.Note, "no net change") {
+				t.Errorf("%s: %s %q", id, rec.Status, rec.Note)
+			}
+		}
+	})
+
+	t.Run("Run_DryRunWritesNothingAndItsTokenIsSingleUseAndPlanBound", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Dry")
+		c1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		c2 := f.do(run, "rename_doc", map[string]any{"id": 2, "title": "two"})
+
+		state, writes := f.docs.dump(), f.docs.writes.Load()
+		dry1 := f.dryRun(run)
+		dry2 := f.dryRun(run)
+		if f.docs.dump() != state || f.docs.writes.Load() != writes || f.status(c1) != ledger.Applied || f.status(c2) != ledger.Applied {
+			t.Fatal("a dry run wrote")
+		}
+		// Only the newest dry run's token counts; a wrong or missing one is
+		// refused and spends nothing.
+		for _, tok := range []any{dry1["confirmation_token"], "confirm_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""} {
+			mustFail(t, f.session, "undo_run", map[string]any{"run_id": run, "dry_run": false, "confirmation_token": tok}, "confirmation")
+		}
+		// The plan changes: a person edits doc 2. The token no longer fits.
+		f.docs.put(doc{ID: 2, Title: "edited", Created: "t2"})
+		mustFail(t, f.session, "undo_run", map[string]any{"run_id": run, "dry_run": false, "confirmation_token": dry2["confirmation_token"]}, "changed since the dry run")
+		if f.status(c1) != ledger.Applied {
+			t.Fatal("a refused undo wrote")
+		}
+		dry3 := f.dryRun(run)
+		rep := f.undoRun(run, dry3["confirmation_token"])
+		if !slices.Equal(ids(rep["undone"]), []string{c1}) || !slices.Equal(ids(rep["skipped"]), []string{c2}) {
+			t.Fatalf("undo = %v", rep)
+		}
+		// Asking again returns the stored report, whatever the token, and
+		// writes nothing.
+		writes = f.docs.writes.Load()
+		again := f.undoRun(run, "confirm_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+		againDry := f.dryRun(run)
+		if fmt.Sprint(again) != fmt.Sprint(rep) || fmt.Sprint(againDry) != fmt.Sprint(rep) {
+			t.Fatalf("asking again: %v\nwant the stored %v", again, rep)
+		}
+		if f.docs.writes.Load() != writes {
+			t.Fatal("asking again wrote")
+		}
+		detail := mustCall(t, f.session, "get_run", map[string]any{"run_id": run})
+		if detail["status"] != "partially_undone" || detail["report"] == nil {
+			t.Fatalf("get_run = %v", detail)
+		}
+	})
+
+	t.Run("Run_RefusesNewChangesOnceUndoneAndUnknownRuns", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Closed")
+		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		pending := mustCall(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "late", "run_id": run})
+		f.undoRun(run, f.dryRun(run)["confirmation_token"])
+
+		mustFail(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": run}, "cannot take new changes (status: undone)")
+		mustFail(t, f.session, "apply_change", map[string]any{"change_id": pending["change_id"], "confirmation_token": pending["confirmation_token"]}, "its run "+run+" is undone")
+		mustFail(t, f.session, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": "run_0123456789abcdef0123"}, "not found")
+		mustFail(t, f.session, "get_run", map[string]any{"run_id": "run_0123456789abcdef0123"}, "not found")
+		mustFail(t, f.session, "undo_run", map[string]any{"run_id": "nope"}, "not found")
+	})
+
+	t.Run("Run_OtherScopeCannotSeeJoinOrUndo", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Mine")
+		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+
+		server := mcp.NewServer(&mcp.Implementation{Name: "other", Version: "1"}, nil)
+		other, err := changeset.New(server, changeset.Options{Ledger: kit.Reopen(t, f.guard.Ledger()), WriteMode: changeset.WriteGuarded, Scope: "someone-else", Clock: f.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		registerDocOps(other, f.docs)
+		cs := connect(t, server)
+		mustFail(t, cs, "get_run", map[string]any{"run_id": run}, "not found")
+		mustFail(t, cs, "undo_run", map[string]any{"run_id": run}, "not found")
+		mustFail(t, cs, "preview_rename_doc", map[string]any{"id": 2, "title": "x", "run_id": run}, "not found")
+		if out := mustCall(t, cs, "list_runs", map[string]any{}); len(out["runs"].([]any)) != 0 {
+			t.Fatalf("list_runs shows another scope's runs: %v", out)
+		}
+		if out := mustCall(t, f.session, "list_runs", map[string]any{"status": "open"}); len(out["runs"].([]any)) != 1 {
+			t.Fatalf("list_runs = %v", out)
+		}
+	})
+
+	t.Run("Run_ReportsWhatCannotBeUndoneExactly", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Lossy")
+		lossy := f.do(run, "lossy_rename", map[string]any{"id": 1, "title": "one"})
+		forget := f.do(run, "forget_doc", map[string]any{"id": 2})
+		dry := f.dryRun(run)
+		irr := dry["irreversible"].([]any)
+		if len(irr) != 2 {
+			t.Fatalf("irreversible = %v", irr)
+		}
+		reasons := map[string]string{}
+		for _, e := range irr {
+			m := e.(map[string]any)
+			reasons[m["change_id"].(string)] = m["reason"].(string)
+		}
+		if !strings.Contains(reasons[lossy], "cannot be restored") || !strings.Contains(reasons[forget], "no undo") {
+			t.Fatalf("reasons = %v", reasons)
+		}
+		if !slices.Equal(ids(dry["will_undo"]), []string{lossy}) {
+			t.Fatalf("will_undo = %v", dry["will_undo"])
+		}
+		rep := f.undoRun(run, dry["confirmation_token"])
+		if rep["status"] != "partially_undone" {
+			t.Fatalf("status = %v", rep["status"])
+		}
+	})
+
+	t.Run("Run_RefusedWhileAChangeIsInFlight", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Busy")
+		id := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		// Simulate a process that died mid-undo: the row stays undoing.
+		l := f.guard.Ledger()
+		err := l.WithTx(context.Background(), func(tx *ledger.Tx) error {
+			c, err := tx.Change(id)
+			if err != nil {
+				return err
+			}
+			c.Status = ledger.Undoing
+			return tx.UpdateChange(c, ledger.Applied)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "is undoing")
+	})
+
+	t.Run("UndoRun_PersonNeedsNoTokenAndIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		before := f.docs.dump()
+		run := f.startRun("Person")
+		c1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		ctx := context.Background()
+		dry, err := f.guard.UndoRun(ctx, run, true, changeset.Person("ana"))
+		if err != nil || dry.ConfirmationToken != "" || len(dry.WillUndo) != 1 {
+			t.Fatalf("person's dry run = %+v, %v", dry, err)
+		}
+		rep, err := f.guard.UndoRun(ctx, run, false, changeset.Person("ana"))
+		if err != nil || rep.Status != "undone" || rep.UndoneBy != "person:ana" {
+			t.Fatalf("person's undo = %+v, %v", rep, err)
+		}
+		rec, _ := f.guard.Record(ctx, c1)
+		if rec.UndoneBy != "person:ana" || f.docs.dump() != before {
+			t.Fatalf("undone by %q", rec.UndoneBy)
+		}
+		// The agent now gets the same stored report.
+		agent := f.undoRun(run, "")
+		if agent["undone_by"] != "person:ana" {
+			t.Fatalf("agent sees %v", agent)
+		}
+	})
+
+	t.Run("Run_InterruptedUndoIsReconciledByAnOperator", func(t *testing.T) {
+		t.Parallel()
+		f := newRunFixtureOn(t, kit)
+		run := f.startRun("Crashed")
+		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
+		ctx := context.Background()
+		l := f.guard.Ledger()
+		// A process claimed the run's undo and died.
+		err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+			r, err := tx.Run(run)
+			if err != nil {
+				return err
+			}
+			r.Status = ledger.RunUndoing
+			return tx.UpdateRun(r, ledger.RunOpen)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "being undone")
+		if _, err := l.ReconcileRun(ctx, run, "", "operator:ops"); err == nil {
+			t.Fatal("reconciled without a note")
+		}
+		r, err := l.ReconcileRun(ctx, run, "checked: the rename was not undone", "operator:ops")
+		if err != nil || r.Status != ledger.RunPartiallyUndone {
+			t.Fatalf("ReconcileRun = %+v, %v", r, err)
+		}
+		rep := mustCall(t, f.session, "undo_run", map[string]any{"run_id": run})
+		if rep["status"] != "partially_undone" || !strings.Contains(rep["note"].(string), "checked: the rename") {
+			t.Fatalf("report after reconcile = %v", rep)
+		}
+		if _, err := l.ReconcileRun(ctx, run, "again", "operator:ops"); err == nil {
+			t.Fatal("reconciled twice")
+		}
+	})
 }

@@ -10,53 +10,111 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func TestTools_NamesAnnotationsAndSchemas(t *testing.T) {
-	f := newFixture(t, func(o *changeset.Options) { o.Prefix = "acme_" })
-	res, err := f.session.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := map[string]*mcp.Tool{}
-	for _, tool := range res.Tools {
-		tools[tool.Name] = tool
-	}
-	for _, name := range []string{"acme_preview_set", "acme_apply_change", "acme_undo_change", "acme_get_change_status"} {
-		if tools[name] == nil {
-			t.Fatalf("tool %s missing; have %v", name, tools)
+func exerciseTools(t *testing.T, kit backendKit) {
+	t.Run("Tools_NamesAnnotationsAndSchemas", func(t *testing.T) {
+		t.Parallel()
+		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.Prefix = "acme_" })
+		res, err := f.session.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if a := tools["acme_preview_set"].Annotations; !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
-		t.Errorf("preview annotations = %+v", a)
-	}
-	if a := tools["acme_apply_change"].Annotations; a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
-		t.Errorf("apply annotations = %+v", a)
-	}
-	if a := tools["acme_undo_change"].Annotations; a.DestructiveHint == nil || !*a.DestructiveHint {
-		t.Errorf("undo annotations = %+v", a)
-	}
-	if !tools["acme_get_change_status"].Annotations.ReadOnlyHint {
-		t.Error("get_change_status is not read-only")
-	}
-	in, _ := json.Marshal(tools["acme_preview_set"].InputSchema)
-	if !strings.Contains(string(in), `"run_id"`) {
-		t.Errorf("preview input schema lacks run_id: %s", in)
-	}
-	// Clients on the official TypeScript SDK reject a tools/list in which
-	// any property schema is the bare schema true, or an output schema is
-	// not an object.
-	for name, tool := range tools {
-		for kind, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
-			raw, _ := json.Marshal(schema)
-			var v any
-			_ = json.Unmarshal(raw, &v)
-			if kind == "output" && v != nil && v.(map[string]any)["type"] != "object" {
-				t.Errorf("%s: output schema is not an object: %s", name, raw)
-			}
-			if path := findBareTrue(v, ""); path != "" {
-				t.Errorf("%s: %s schema has a bare true at %s", name, kind, path)
+		tools := map[string]*mcp.Tool{}
+		for _, tool := range res.Tools {
+			tools[tool.Name] = tool
+		}
+		for _, name := range []string{"acme_preview_set", "acme_apply_change", "acme_undo_change", "acme_get_change_status"} {
+			if tools[name] == nil {
+				t.Fatalf("tool %s missing; have %v", name, tools)
 			}
 		}
-	}
+		if a := tools["acme_preview_set"].Annotations; !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+			t.Errorf("preview annotations = %+v", a)
+		}
+		if a := tools["acme_apply_change"].Annotations; a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
+			t.Errorf("apply annotations = %+v", a)
+		}
+		if a := tools["acme_undo_change"].Annotations; a.DestructiveHint == nil || !*a.DestructiveHint {
+			t.Errorf("undo annotations = %+v", a)
+		}
+		if !tools["acme_get_change_status"].Annotations.ReadOnlyHint {
+			t.Error("get_change_status is not read-only")
+		}
+		in, _ := json.Marshal(tools["acme_preview_set"].InputSchema)
+		if !strings.Contains(string(in), `"run_id"`) {
+			t.Errorf("preview input schema lacks run_id: %s", in)
+		}
+		// Clients on the official TypeScript SDK reject a tools/list in which
+		// any property schema is the bare schema true, or an output schema is
+		// not an object.
+		for name, tool := range tools {
+			for kind, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+				raw, _ := json.Marshal(schema)
+				var v any
+				_ = json.Unmarshal(raw, &v)
+				if kind == "output" && v != nil && v.(map[string]any)["type"] != "object" {
+					t.Errorf("%s: output schema is not an object: %s", name, raw)
+				}
+				if path := findBareTrue(v, ""); path != "" {
+					t.Errorf("%s: %s schema has a bare true at %s", name, kind, path)
+				}
+			}
+		}
+	})
+
+	t.Run("Instructions_AppendedToServersOwn", func(t *testing.T) {
+		t.Parallel()
+		server := mcp.NewServer(&mcp.Implementation{Name: "x", Version: "1"}, &mcp.ServerOptions{Instructions: "Own words."})
+		g, err := changeset.New(server, changeset.Options{Ledger: kit.Ledger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		cs := connect(t, server)
+		got := cs.InitializeResult().Instructions
+		if !strings.HasPrefix(got, "Own words.") || !strings.Contains(got, changeset.Instructions) {
+			t.Fatalf("instructions = %q", got)
+		}
+	})
+
+	t.Run("Register_ProgrammingErrorsPanic", func(t *testing.T) {
+		t.Parallel()
+		f := newFixtureOn(t, kit)
+		for name, fn := range map[string]func(){
+			"duplicate": func() {
+				changeset.Register(f.guard, &mcp.Tool{Name: "set"}, changeset.Operation[setIn, setIn, setOut]{
+					Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
+						return changeset.Proposal[setIn]{}, nil
+					},
+					Apply: func(context.Context, setIn) (setOut, error) { return setOut{}, nil },
+				})
+			},
+			"no apply": func() {
+				changeset.Register(f.guard, &mcp.Tool{Name: "x"}, changeset.Operation[setIn, setIn, setOut]{
+					Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
+						return changeset.Proposal[setIn]{}, nil
+					},
+				})
+			},
+			"own run_id": func() {
+				type in struct {
+					RunID string `json:"run_id"`
+				}
+				changeset.Register(f.guard, &mcp.Tool{Name: "y"}, changeset.Operation[in, in, setOut]{
+					Preview: func(context.Context, in) (changeset.Proposal[in], error) { return changeset.Proposal[in]{}, nil },
+					Apply:   func(context.Context, in) (setOut, error) { return setOut{}, nil },
+				})
+			},
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: no panic", name)
+					}
+				}()
+				fn()
+			}()
+		}
+	})
 }
 
 // findBareTrue returns the path of a property or items schema that is the
@@ -83,57 +141,4 @@ func findBareTrue(v any, path string) string {
 		return findBareTrue(items, path+"[]")
 	}
 	return ""
-}
-
-func TestInstructions_AppendedToServersOwn(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "x", Version: "1"}, &mcp.ServerOptions{Instructions: "Own words."})
-	g, err := changeset.New(server, changeset.Options{LedgerPath: t.TempDir() + "/l.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	cs := connect(t, server)
-	got := cs.InitializeResult().Instructions
-	if !strings.HasPrefix(got, "Own words.") || !strings.Contains(got, changeset.Instructions) {
-		t.Fatalf("instructions = %q", got)
-	}
-}
-
-func TestRegister_ProgrammingErrorsPanic(t *testing.T) {
-	f := newFixture(t)
-	for name, fn := range map[string]func(){
-		"duplicate": func() {
-			changeset.Register(f.guard, &mcp.Tool{Name: "set"}, changeset.Operation[setIn, setIn, setOut]{
-				Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
-					return changeset.Proposal[setIn]{}, nil
-				},
-				Apply: func(context.Context, setIn) (setOut, error) { return setOut{}, nil },
-			})
-		},
-		"no apply": func() {
-			changeset.Register(f.guard, &mcp.Tool{Name: "x"}, changeset.Operation[setIn, setIn, setOut]{
-				Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
-					return changeset.Proposal[setIn]{}, nil
-				},
-			})
-		},
-		"own run_id": func() {
-			type in struct {
-				RunID string `json:"run_id"`
-			}
-			changeset.Register(f.guard, &mcp.Tool{Name: "y"}, changeset.Operation[in, in, setOut]{
-				Preview: func(context.Context, in) (changeset.Proposal[in], error) { return changeset.Proposal[in]{}, nil },
-				Apply:   func(context.Context, in) (setOut, error) { return setOut{}, nil },
-			})
-		},
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			fn()
-		}()
-	}
 }
