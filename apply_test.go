@@ -298,7 +298,7 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("the apply ran against changed state")
 		}
 		rec, _ := f.guard.Record(context.Background(), id)
-		if rec.Status != ledger.ApplyFailed || rec.ErrorType != "*changeset.StateChangedError" {
+		if rec.Status != ledger.ApplyFailed || rec.ErrorType != "changeset.StateChangedError" {
 			t.Fatalf("record = %s / %s", rec.Status, rec.ErrorType)
 		}
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "(status: apply_failed)")
@@ -323,7 +323,7 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		t.Parallel()
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("fail", "theme", "dark")
-		msg := mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "*fs.PathError")
+		msg := mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "fs.PathError")
 		if strings.Contains(msg, "/srv/secret") {
 			t.Fatalf("the agent saw the error text: %q", msg)
 		}
@@ -331,11 +331,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Status != ledger.ApplyFailed || rec.ErrorType != "*fs.PathError" || !strings.Contains(rec.Error, "/srv/secret/credentials") {
+		if rec.Status != ledger.ApplyFailed || rec.ErrorType != "fs.PathError" || !strings.Contains(rec.Error, "/srv/secret/credentials") {
 			t.Fatalf("record = %s %q %q", rec.Status, rec.ErrorType, rec.Error)
 		}
 		st := mustCall(t, f.session, "get_change_status", map[string]any{"change_id": id})
-		if st["error"] != "*fs.PathError" {
+		if st["error"] != "fs.PathError" {
 			t.Fatalf("status error = %v", st["error"])
 		}
 	})
@@ -344,7 +344,7 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		t.Parallel()
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("boom", "theme", "dark")
-		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "*changeset.PanicError")
+		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "changeset.PanicError")
 		if f.status(id) != ledger.ApplyFailed {
 			t.Fatalf("status = %s", f.status(id))
 		}

@@ -140,7 +140,8 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 		want := "Apply this change?\n\n" +
 			"Operation: multi\n" +
 			"Summary: Set 5 fields\n" +
-			"Change: " + id + "\n\n" +
+			"Change: " + id + "\n" +
+			"Part of run: " + out["run_id"].(string) + "\n\n" +
 			"Fields (before → after):\n" +
 			`• ansi: (none) → "\u001b[31mred\u001b[0m"` + "\n" +
 			`• bidi: (none) → "abc<U+202E>def"` + "\n" +

@@ -84,6 +84,9 @@ func TestGuard(t *testing.T) {
 			exerciseApprovalTx(t, kit)
 			exerciseTools(t, kit)
 			exerciseRaces(t, kit)
+			exerciseRunPlan(t, kit)
+			exerciseRunPlanProperty(t, kit)
+			exerciseSessionRun(t, kit)
 		})
 	}
 }
