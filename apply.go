@@ -216,6 +216,9 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: result}
 	if r.undo != nil {
 		undoToken := newToken(undoPrefix)
+		if g.opts.Approval == UserApproval { // see userApproved
+			undoToken = g.sealer.tokenFor(undoPrefix, purposeUndo, c.ID, c.PayloadHash)
+		}
 		c.UndoHash = tokenDigest(purposeUndo, c.ID, c.PayloadHash, undoToken)
 		res.UndoToken = undoToken
 		if g.opts.UndoTTL != NoExpiry {

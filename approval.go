@@ -86,7 +86,7 @@ func (g *Guard) addApprovalChangeTools() {
 		if ask, err := g.approveChange(ctx, req, applyClaim, in.ChangeID, in.ConfirmationToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, approvalActor, in.ConfirmationToken == "")
+		res, err := g.apply(ctx, req, in.ChangeID, orApproved(in.ConfirmationToken), approvalActor, false)
 		if res != nil {
 			res.UndoToken = "" // undo_change asks the user too; the agent holds no token
 		}
@@ -102,7 +102,7 @@ func (g *Guard) addApprovalChangeTools() {
 		if ask, err := g.approveChange(ctx, req, undoClaim, in.ChangeID, in.UndoToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, approvalActor, in.UndoToken == "")
+		res, err := g.undo(ctx, req, in.ChangeID, orApproved(in.UndoToken), approvalActor, false)
 		return nil, res, g.toolError(err)
 	})
 }
@@ -161,14 +161,14 @@ var errDryCheck = errors.New("precheck: roll back")
 // and state check that follow it, without writing anything: the claim's
 // checks run in a transaction that is rolled back. It returns the change.
 func (g *Guard) precheck(ctx context.Context, k claimKind, id, token string, scope ledger.Digest) (*ledger.Change, error) {
-	trusted := token == ""
-	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+	token = orApproved(token)
+	if err := checkClaimArgs(k, id, token, false); err != nil {
 		return nil, err
 	}
 	var c *ledger.Change
 	var refusal error
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		got, ref, err := g.claimIn(tx, k, id, token, scope, "", trusted)
+		got, ref, err := g.claimIn(tx, k, id, token, scope, "", false)
 		if err != nil || ref != nil {
 			refusal = ref
 			return errors.Join(err, errDryCheck)
@@ -337,4 +337,13 @@ func approvalNextStep(writesEnabled bool) string {
 		return "Show this diff to the user. Writes are disabled on this server, so apply_change will be refused until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; the preview stays valid until it expires."
 	}
 	return "Show this diff to the user, then call apply_change with the change_id. The user's client will ask the user to approve this change; it is applied only if the user accepts."
+}
+
+// orApproved is token, or userApproved when the call carries none: the
+// user's answer stands in for it.
+func orApproved(token string) string {
+	if token == "" {
+		return userApproved
+	}
+	return token
 }

@@ -73,7 +73,7 @@ func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 	if !validID(id, changeIDPrefix) {
 		return changeNotFound(id)
 	}
-	if !trusted && !validToken(token, k.prefix) {
+	if !trusted && token != userApproved && !validToken(token, k.prefix) {
 		return refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id)
 	}
 	return nil
@@ -132,6 +132,12 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 		if k.from == ledger.Applied {
 			stored = c.UndoHash
 		}
+		if token == userApproved {
+			if g.sealer == nil {
+				return nil, refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id), nil
+			}
+			token = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
+		}
 		if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
 			return nil, refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id), nil
 		}
@@ -149,6 +155,13 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 	}
 	return c, nil, nil
 }
+
+// userApproved, passed as the token of a claim, stands for the user's
+// approval in the client: the claim then checks the token the Guard
+// derived for the change at preview (or apply) from the approval key, the
+// change's ID and the payload hash of the row it claims (sealer.tokenFor).
+// It is never a valid token of its own.
+const userApproved = "\x00approved by the user"
 
 // statusRefusal is the refusal for a change in the wrong status. Its text is
 // part of the contract: "change <id> cannot be applied (status: <status>)".

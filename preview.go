@@ -81,6 +81,9 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		ExpiresAt:     now.Add(g.opts.TTL),
 	}
 	token := newToken(confirmPrefix)
+	if g.opts.Approval == UserApproval { // the user approves in the client; see userApproved
+		token = g.sealer.tokenFor(confirmPrefix, purposeApply, c.ID, c.PayloadHash)
+	}
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
 	var sessionKey ledger.Digest
 	if runID == "" && !g.opts.NoSessionRuns {

@@ -63,6 +63,9 @@ func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change
 	var applied []*ledger.Change
 	for _, c := range all {
 		if c.Status.InFlight() {
+			if cur, err := g.ledger.GetRun(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
+				return nil, runBusy(r.ID) // another request is undoing it: its changes are in flight
+			}
 			return nil, refuse(ErrBusy, "", "run %s cannot be undone now: change %s is %s; nothing was undone. Try again when it finishes", r.ID, c.ID, c.Status)
 		}
 		if c.Status == ledger.Applied {

@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -51,8 +52,12 @@ type sealedState struct {
 	Expires int64  `json:"exp"`     // Unix seconds
 }
 
-// sealer seals and opens request states under one key.
-type sealer struct{ aead cipher.AEAD }
+// sealer seals and opens request states under one key, and derives the
+// tokens of changes that the user approves (see tokenFor).
+type sealer struct {
+	aead     cipher.AEAD
+	tokenKey []byte
+}
 
 // newSealer derives the AES-256-GCM key from the server key with HKDF, so
 // that a key an operator also uses elsewhere is never used here directly.
@@ -72,7 +77,26 @@ func newSealer(key []byte) (*sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sealer{aead: aead}, nil
+	tk, err := hkdf.Key(sha256.New, key, nil, "changeset-go approval tokens v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead, tokenKey: tk}, nil
+}
+
+// tokenFor derives the token of a change under user approval: the agent
+// never holds one, so instead of a random token the Guard stores the
+// digest of one derived from the approval key, the change and its payload
+// hash. The claim derives it again from the row it claims: a payload (and
+// its hash) edited in the ledger by someone without the key yields another
+// token, and the claim is refused.
+func (s *sealer) tokenFor(prefix, purpose, id string, payloadHash ledger.Digest) string {
+	m := hmac.New(sha256.New, s.tokenKey)
+	for _, part := range []string{purpose, id, string(payloadHash)} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:tokenBytes])
 }
 
 // stateAD is the additional data of a sealed state: the version, the tool
