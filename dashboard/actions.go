@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // The actions are the dashboard's only writes. Each is a POST that
@@ -46,7 +48,7 @@ func (d *Dashboard) renderDryRun(w http.ResponseWriter, r *http.Request, code in
 	if !ok {
 		return
 	}
-	rd, err := d.runData(run, changes)
+	rd, err := d.runData(run, changes, "")
 	if err != nil {
 		d.internalError(w, r, err)
 		return
@@ -122,26 +124,30 @@ func (d *Dashboard) undoChange(w http.ResponseWriter, r *http.Request) {
 }
 
 // refused shows a refusal from the library with its own text (it names the
-// change and the reason, and never holds a token), or logs any other
-// error and shows a generic failure.
+// change and the reason, and never holds a token), with the HTTP status its
+// kind calls for, or logs any other error and shows a generic failure. It
+// branches on the library's error kinds (errors.Is), never on message text.
 func (d *Dashboard) refused(w http.ResponseWriter, r *http.Request, err error, show func(code int, msg string)) {
 	var (
 		ce *changeset.ChangeError
-		wd *changeset.WritesDisabledError
-		sc *changeset.StateChangedError
 		le *changeset.LedgerError
 	)
 	switch {
-	case errors.As(err, &wd):
+	case errors.Is(err, changeset.ErrWritesDisabled), errors.Is(err, changeset.ErrBusy):
 		show(http.StatusServiceUnavailable, "Refused: "+err.Error())
-	case errors.As(err, &ce), errors.As(err, &sc):
+	case errors.Is(err, changeset.ErrNotFound):
+		show(http.StatusNotFound, "Refused: "+err.Error())
+	case errors.Is(err, ledger.ErrCorrupt) && errors.As(err, &ce):
+		d.opts.Logger.Error("dashboard: the ledger holds an altered change", "path", r.URL.Path, "err", err)
+		show(http.StatusConflict, "Refused: "+err.Error())
+	case errors.As(err, &ce), errors.Is(err, changeset.ErrStateChanged):
 		show(http.StatusConflict, "Refused: "+err.Error())
 	case errors.As(err, &le):
 		d.opts.Logger.Error("dashboard: ledger error", "path", r.URL.Path, "err", err)
 		show(http.StatusServiceUnavailable, "The ledger could not complete this ("+le.Err.Error()+"). Nothing was reported as changed; try again.")
 	default:
 		d.opts.Logger.Error("dashboard: action failed", "path", r.URL.Path, "err", err)
-		show(http.StatusInternalServerError, "The undo failed with an error of type "+reflect.TypeOf(err).String()+". The server's log has the details.")
+		show(http.StatusInternalServerError, "The undo failed with an error of type "+strings.TrimLeft(reflect.TypeOf(err).String(), "*")+". The server's log has the details.")
 	}
 }
 

@@ -162,7 +162,14 @@ type runData struct {
 	Report     *reportView
 	CanDryRun  bool
 	AnyApplied bool
+	// Older is the cursor of the next page of changes ("" on the last);
+	// Newer says the page does not start at the newest change.
+	Older string
+	Newer bool
 }
+
+// runPageSize is how many changes a run's page shows.
+const runPageSize = 100
 
 // loadRun reads a run and its changes; it writes a 404 or 500 page and
 // returns ok=false when it cannot.
@@ -190,15 +197,36 @@ func (d *Dashboard) loadRun(w http.ResponseWriter, r *http.Request) (*ledger.Run
 	return run, changes, true
 }
 
-func (d *Dashboard) runData(run *ledger.Run, changes []*ledger.Change) (runData, error) {
+// pageOf returns the page of changes (newest first) that starts after the
+// change before ("" for the first page), and sets data's links.
+func pageOf(changes []*ledger.Change, before string, data *runData) []*ledger.Change {
+	start := 0
+	if before != "" {
+		for i, c := range changes {
+			if c.ID == before {
+				start, data.Newer = i+1, true
+				break
+			}
+		}
+	}
+	end := min(start+runPageSize, len(changes))
+	if end < len(changes) {
+		data.Older = changes[end-1].ID
+	}
+	return changes[start:end]
+}
+
+func (d *Dashboard) runData(run *ledger.Run, changes []*ledger.Change, before string) (runData, error) {
 	v := d.viewer()
 	data := runData{Run: v.run(run, changes), Timeline: v.timeline(run, changes), CanDryRun: run.Status == ledger.RunOpen}
 	if n := len(data.Timeline) - maxTimeline; n > 0 {
 		data.Timeline, data.Earlier = data.Timeline[n:], n
 	}
 	for _, c := range changes {
-		data.Changes = append(data.Changes, v.change(c))
 		data.AnyApplied = data.AnyApplied || c.Status == ledger.Applied
+	}
+	for _, c := range pageOf(changes, before, &data) {
+		data.Changes = append(data.Changes, v.change(c))
 	}
 	if run.Report != nil {
 		var rep changeset.RunReport
@@ -220,7 +248,7 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) renderRun(w http.ResponseWriter, r *http.Request, code int, run *ledger.Run, changes []*ledger.Change, problem string) {
-	data, err := d.runData(run, changes)
+	data, err := d.runData(run, changes, r.URL.Query().Get("before"))
 	if err != nil {
 		d.internalError(w, r, err)
 		return

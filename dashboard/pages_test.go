@@ -1,7 +1,9 @@
 package dashboard_test
 
 import (
+	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -170,5 +172,49 @@ func TestWritesDisabled_BannerShownAndUndoRefusedWithNothingChanged(t *testing.T
 	mustContain(t, "refused change undo", one.Body, "writes are disabled")
 	if f.snapshot() != before {
 		t.Error("a refused undo changed something")
+	}
+}
+
+// A run's page shows its changes a page at a time, newest first, with
+// links to the older and the newest ones.
+func TestRunPage_PagesItsChanges(t *testing.T) {
+	f := newFixture(t)
+	run := f.startRun("Many")
+	var ids []string
+	for i := range 230 {
+		ids = append(ids, f.preview(run, "set_value", fmt.Sprintf("k%03d", i), "v"))
+	}
+	c := f.login()
+	seen := map[string]bool{}
+	next, pages := "/runs/"+run, 0
+	for next != "" {
+		res := c.get(next)
+		if res.Code != http.StatusOK {
+			t.Fatalf("%s = %d", next, res.Code)
+		}
+		pages++
+		n := 0
+		for _, id := range ids {
+			if strings.Contains(res.Body, `<article class="card change" id="`+id+`">`) {
+				if seen[id] {
+					t.Fatalf("%s shown on two pages", id)
+				}
+				seen[id] = true
+				n++
+			}
+		}
+		if n > 100 {
+			t.Fatalf("page %d shows %d changes", pages, n)
+		}
+		next = ""
+		if m := regexp.MustCompile(`href="(/runs/` + run + `\?before=chg_[0-9a-f]+)">Older changes`).FindStringSubmatch(res.Body); m != nil {
+			next = m[1]
+			if !strings.Contains(c.get(next).Body, "Newest changes") {
+				t.Fatal("an older page has no link back to the newest")
+			}
+		}
+	}
+	if pages != 3 || len(seen) != len(ids) {
+		t.Fatalf("%d pages showed %d of %d changes", pages, len(seen), len(ids))
 	}
 }

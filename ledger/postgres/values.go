@@ -18,15 +18,6 @@ var dialect = sqlval.Dialect{Bool: func(b bool) any { return b }, Param: dollar,
 // dollar is the n-th placeholder, $n.
 func dollar(n int) string { return "$" + strconv.Itoa(n) }
 
-// args collects the parameters of a statement built piece by piece.
-type args []any
-
-// add appends v and returns its placeholder.
-func (a *args) add(v any) string {
-	*a = append(*a, v)
-	return dollar(len(*a))
-}
-
 // placeholders returns "$from, $from+1, …" with n placeholders.
 func placeholders(from, n int) string {
 	s := make([]string, n)
