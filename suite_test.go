@@ -87,6 +87,7 @@ func TestGuard(t *testing.T) {
 			exerciseRunPlan(t, kit)
 			exerciseRunPlanProperty(t, kit)
 			exerciseSessionRun(t, kit)
+			exerciseSessionRunHTTP(t, kit)
 		})
 	}
 }
