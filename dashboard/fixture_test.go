@@ -66,6 +66,7 @@ type kvPrev struct {
 
 // registerOps registers the operations the tests drive:
 //   - set_value and delete_value, with undo and Observe of their key;
+//   - set_plain, set_value without a Resource;
 //   - log_line, with no inverse;
 //   - save_value, whose apply fails with an error naming a secret path.
 func registerOps(g *changeset.Guard, s *store) {
@@ -93,6 +94,15 @@ func registerOps(g *changeset.Guard, s *store) {
 	changeset.Register(g, &mcp.Tool{Name: "set_value"}, changeset.Operation[kvIn, kvIn, kvPrev]{
 		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
 			return changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value), Resource: "key:" + in.Key,
+				Diff: changeset.DiffFields(map[string]any{in.Key: old(in.Key)}, map[string]any{in.Key: in.Value})}, nil
+		},
+		Apply:   func(ctx context.Context, p kvIn) (kvPrev, error) { return apply(ctx, p, &p.Value) },
+		Undo:    undo,
+		Observe: observe,
+	})
+	changeset.Register(g, &mcp.Tool{Name: "set_plain"}, changeset.Operation[kvIn, kvIn, kvPrev]{ // names no resource
+		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
+			return changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),
 				Diff: changeset.DiffFields(map[string]any{in.Key: old(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply:   func(ctx context.Context, p kvIn) (kvPrev, error) { return apply(ctx, p, &p.Value) },

@@ -325,3 +325,26 @@ func TestUndoRun_ConfirmCarriesOutOnlyTheReviewedChanges(t *testing.T) {
 	page := c.get("/runs/" + s.run)
 	mustContain(t, "run page", page.Body, "not part of the plan that was reviewed")
 }
+
+// The quickstart's case through the dashboard: two edits of one setting
+// whose proposals name no resource. The dry run plans both undos, and the
+// confirm carries out exactly that plan.
+func TestUndoRun_TwoEditsOfAnUnnamedSettingAreBothUndone(t *testing.T) {
+	f := newFixture(t)
+	run := f.startRun("Theme twice")
+	first := f.do(run, "set_plain", "theme", "dark")
+	second := f.do(run, "set_plain", "theme", "blue")
+	c := f.login()
+	dry := c.post("/runs/"+run+"/dry-run", nil)
+	form := confirmForm(t, dry.Body)
+	if got := form["change"]; len(got) != 2 || got[0] != second || got[1] != first {
+		t.Fatalf("the reviewed plan = %v, want both changes, newest first", got)
+	}
+	mustContain(t, "dry-run page", dry.Body, "Will be undone", "neither this change nor change")
+	if res := c.post("/runs/"+run+"/undo", form); res.Code != http.StatusSeeOther {
+		t.Fatalf("confirm = %d", res.Code)
+	}
+	if v, _ := f.store.get("theme"); v != "light" {
+		t.Fatalf("theme = %q after the undo, want light as before the run", v)
+	}
+}

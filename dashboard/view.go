@@ -85,8 +85,12 @@ type reportView struct {
 	Status                        string
 	Undo, NoNetChange             []stepView
 	Skipped, Irreversible, Failed []noteView
-	UndoneBy                      *actor
-	Fingerprint                   string
+	// Notes say what the library could not know for certain;
+	// NotCarriedOut lists reviewed changes the undo did not carry out.
+	Notes         []noteView
+	NotCarriedOut []string
+	UndoneBy      *actor
+	Fingerprint   string
 	// Planned lists the changes a dry run acts on, for the confirm form:
 	// the undo carries out these and no others.
 	Planned []string
@@ -261,7 +265,7 @@ func report(rep *changeset.RunReport, summaries map[string]string) *reportView {
 	}
 	rv := &reportView{DryRun: rep.DryRun, Status: rep.Status, NoNetChange: steps(rep.NoNetChange),
 		Skipped: notes(rep.Skipped), Irreversible: notes(rep.Irreversible), Failed: notes(rep.Failed),
-		UndoneBy: parseActor(rep.UndoneBy)}
+		Notes: notes(rep.Notes), NotCarriedOut: rep.NotCarriedOut, UndoneBy: parseActor(rep.UndoneBy)}
 	rv.Undo = steps(rep.Undone)
 	if rep.DryRun {
 		rv.Undo = steps(rep.WillUndo)
