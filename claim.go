@@ -17,55 +17,12 @@ type claimKind struct {
 	verb    string        // "applied" / "undone", for refusals
 	token   string        // the token's name, for refusals
 	prefix  string        // the token's prefix
-	// anyUndo skips the checks that an inverse exists and that the undo
-	// window is open: for closing changes that need no write.
-	anyUndo bool
 }
 
 var (
-	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix, false}
-	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix, false}
-	// netZeroClaim closes a change of a run that needs no write.
-	netZeroClaim = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix, true}
+	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix}
+	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix}
 )
-
-// claim claims a change for apply or undo: in a single write transaction it
-// runs every check of claimIn and moves the row to the in-flight status,
-// spending the token. The transaction commits before any apply or undo code
-// runs, so across every process sharing the ledger at most one claim of a
-// change succeeds.
-//
-// A refusal changes nothing, except that a preview found past its expiry
-// is marked expired. trusted skips the token check: it is for people
-// acting through trusted code (a dashboard), never for the agent.
-func (g *Guard) claim(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool) (*ledger.Change, error) {
-	if err := checkClaimArgs(k, id, token, trusted); err != nil {
-		return nil, err
-	}
-	var claimed *ledger.Change
-	var refusal error
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		claimed, refusal = nil, nil // WithTx may run this again
-		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
-		if err != nil || ref != nil {
-			refusal = ref
-			return err
-		}
-		if err := tx.UpdateChange(c, k.from); err != nil {
-			return err
-		}
-		claimed = c
-		return nil
-	})
-	if err != nil {
-		return nil, claimConflict(id, err)
-	}
-	if refusal != nil {
-		return nil, refusal
-	}
-	g.logTransition(claimed, k.from, by)
-	return claimed, nil
-}
 
 // checkClaimArgs refuses malformed IDs and tokens before the ledger is
 // asked: a malformed token is refused like a wrong one.
@@ -119,7 +76,7 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 		refusal := refuse(ErrExpired, id, "change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))
 		return nil, refusal, tx.UpdateChange(c, ledger.Pending)
 	}
-	if k.from == ledger.Applied && !k.anyUndo {
+	if k.from == ledger.Applied {
 		if !c.Undoable {
 			return nil, refuse(ErrWrongStatus, id, "change %s cannot be undone: its operation has no undo", id), nil
 		}

@@ -118,6 +118,7 @@ func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *runPlan, a
 	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, allowed: allowed, undoing: map[string]bool{}}
 	steps := make([]planStep, len(plan.steps))
 	copy(steps, plan.steps)
+	allowed = wholeGroups(steps, allowed)
 	for i := range steps {
 		s := &steps[i]
 		s.reviewed = allowed[s.c.ID]
@@ -128,6 +129,7 @@ func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *runPlan, a
 			e.undoing[s.c.ID] = true
 		}
 	}
+	e.closeNoNetGroups(steps)
 	for i := 0; i < len(steps); {
 		if !steps[i].tx {
 			e.external(&steps[i])
@@ -161,7 +163,7 @@ func changedSinceReview(drift []Drift) string {
 
 // external carries out one step of an ordinary operation.
 func (e *execution) external(s *planStep) {
-	if !s.reviewed || !s.carriesOut() {
+	if !s.reviewed || s.verdict != verdictUndo || s.closed {
 		return
 	}
 	c := s.c
@@ -172,16 +174,6 @@ func (e *execution) external(s *planStep) {
 		return
 	}
 	switch s.verdict {
-	case verdictNoNetChange:
-		if string(cur) != string(s.netState) {
-			e.keep(s, changedSinceReview(driftOf(s.netState, cur)), driftOf(s.netState, cur))
-			return
-		}
-		if err := e.g.closeWithoutWrite(e.ctx, c, e.runID, e.by); err != nil {
-			s.failed = "undo failed: " + agentText(err)
-		}
-		delete(e.undoing, c.ID)
-		return
 	case verdictUndo:
 		if hasState && string(cur) != string(c.After) {
 			e.keep(s, changedSinceReview(driftOf(c.After, cur)), driftOf(c.After, cur))
@@ -205,6 +197,78 @@ func (e *execution) external(s *planStep) {
 			s.failed = "undo failed: " + agentText(err)
 		}
 		delete(e.undoing, c.ID)
+	}
+}
+
+// wholeGroups returns allowed without the no-net-change steps of any
+// resource whose group was reviewed only in part: such a group closes as a
+// whole or not at all.
+func wholeGroups(steps []planStep, allowed map[string]bool) map[string]bool {
+	partial := map[string]bool{}
+	for _, s := range steps {
+		if s.verdict == verdictNoNetChange && !allowed[s.c.ID] {
+			partial[s.group] = true
+		}
+	}
+	if len(partial) == 0 {
+		return allowed
+	}
+	out := make(map[string]bool, len(allowed))
+	for _, s := range steps {
+		if allowed[s.c.ID] && !(s.verdict == verdictNoNetChange && partial[s.group]) {
+			out[s.c.ID] = true
+		}
+	}
+	return out
+}
+
+// closeNoNetGroups closes the no-net-change steps of ordinary operations,
+// resource by resource: the resource is checked once, and if it is still
+// where the run found it, every change of the group is closed in one ledger
+// transaction; otherwise every one is kept. A group is never closed in
+// part, whatever lands meanwhile.
+func (e *execution) closeNoNetGroups(steps []planStep) {
+	groups := map[string][]int{}
+	var order []string
+	for i := range steps {
+		s := &steps[i]
+		if s.tx || s.verdict != verdictNoNetChange || !s.reviewed {
+			continue
+		}
+		if _, ok := groups[s.group]; !ok {
+			order = append(order, s.group)
+		}
+		groups[s.group] = append(groups[s.group], i)
+	}
+	for _, g := range order {
+		idx := groups[g]
+		first := &steps[idx[0]]
+		cur, err := e.g.observeNow(e.ctx, first.c)
+		if err != nil || string(cur) != string(first.netState) {
+			drift := driftOf(first.netState, cur)
+			for _, i := range idx {
+				e.keep(&steps[i], changedSinceReview(drift), drift)
+			}
+			continue
+		}
+		err = e.g.ledger.WithTx(e.ctx, func(tx *ledger.Tx) error {
+			for _, i := range idx {
+				if err := e.g.txClose(tx, steps[i].c, e.runID, e.by); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, i := range idx {
+			s := &steps[i]
+			s.closed = true
+			delete(e.undoing, s.c.ID)
+			if err != nil {
+				s.failed = "undo failed: " + agentText(err)
+				continue
+			}
+			e.g.logTransition(&ledger.Change{ID: s.c.ID, Action: s.c.Action, Status: ledger.Undone}, ledger.Applied, e.by)
+		}
 	}
 }
 
@@ -334,16 +398,4 @@ func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
 	if err != nil {
 		g.log.Error("run undo failure not recorded", "change_id", id, "err", err)
 	}
-}
-
-// closeWithoutWrite marks an ordinary operation's applied change undone
-// without running its inverse: the run brought its resource back to where
-// it started.
-func (g *Guard) closeWithoutWrite(ctx context.Context, c *ledger.Change, runID, by string) error {
-	claimed, err := g.claim(ctx, netZeroClaim, c.ID, "", c.ScopeHash, by, true)
-	if err != nil {
-		return err
-	}
-	closeNoNet(claimed, runID, by, g.now())
-	return g.finish(ctx, claimed, ledger.Undoing, by)
 }

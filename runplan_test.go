@@ -2,10 +2,12 @@ package changeset_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,6 +519,81 @@ func exerciseSessionRun(t *testing.T, kit backendKit) {
 		next := mustCall(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "blue"})
 		if next["run_id"] == run {
 			t.Fatal("a preview joined an undone session run")
+		}
+	})
+}
+
+// exerciseRunPlanRegressions holds cases found by the notes races.
+func exerciseRunPlanRegressions(t *testing.T, kit backendKit) {
+	// A change whose undo failed stays in place: a later review of the run
+	// reports it, and the run is never called undone while it remains.
+	t.Run("RunPlan_AFailedUndoStaysInTheRunsLaterPlans", func(t *testing.T) {
+		t.Parallel()
+		f := newPlanFixtureOn(t, kit)
+		ctx := context.Background()
+		var fail atomic.Bool
+		fail.Store(true)
+		changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
+			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+				return changeset.Proposal[setIn]{Payload: in, Summary: "flaky " + in.Key, Resource: "flaky:" + in.Key}, nil
+			},
+			Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
+			Undo: func(ctx context.Context, p setIn, r setOut) error {
+				if fail.Load() {
+					return errors.New("the remote refused")
+				}
+				return nil
+			},
+		})
+		run := f.startRun("Flaky")
+		c := f.do(run, "flaky", map[string]any{"key": "k", "value": "v"})
+		a := f.do(run, "set_plain", map[string]any{"key": "theme", "value": "dark"})
+		late := mustCall(t, f.session, "preview_set", map[string]any{"key": "language", "value": "de", "run_id": run})
+		f.hook = func() { _, _ = f.guard.Apply(ctx, late["change_id"].(string), late["confirmation_token"].(string)) }
+		rep, err := f.guard.UndoRun(ctx, run, false, changeset.Person("ana"))
+		if err != nil || rep.Status != "open" || len(rep.Failed) != 1 || rep.Failed[0].ChangeID != c {
+			t.Fatalf("first undo = %+v, %v; want the flaky undo failed and the run open for the late change", rep, err)
+		}
+		_ = a
+		fail.Store(false)
+		dry, err := f.guard.UndoRun(ctx, run, true, changeset.Person("ana"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept bool
+		for _, s := range dry.Skipped {
+			kept = kept || (s.ChangeID == c && strings.Contains(s.Reason, "undo failed earlier"))
+		}
+		if !kept {
+			t.Fatalf("the second dry run forgot the failed undo: %+v", dry)
+		}
+		rep, err = f.guard.UndoRunReviewed(ctx, run, dry.Planned(), changeset.Person("ana"))
+		if err != nil || rep.Status != "partially_undone" {
+			t.Fatalf("second undo = %+v, %v; want partially_undone while the failed change remains", rep, err)
+		}
+	})
+	// The changes of a resource the run left where it found them close
+	// together or not at all.
+	t.Run("RunPlan_ANoNetChangeGroupClosesWholeOrNotAtAll", func(t *testing.T) {
+		t.Parallel()
+		f := newPlanFixtureOn(t, kit)
+		ctx := context.Background()
+		run := f.startRun("Create and delete")
+		created := f.do(run, "create_doc", map[string]any{"title": "tmp"})
+		deleted := f.do(run, "delete_doc", map[string]any{"id": 3})
+		dry, err := f.guard.UndoRun(ctx, run, true, changeset.Person("ana"))
+		if err != nil || len(dry.NoNetChange) != 2 {
+			t.Fatalf("dry run = %+v, %v", dry, err)
+		}
+		rep, err := f.guard.UndoRunReviewed(ctx, run, []string{deleted}, changeset.Person("ana"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.status(created) != ledger.Applied || f.status(deleted) != ledger.Applied || len(rep.NoNetChange) != 0 {
+			t.Fatalf("half a group was closed: %s %s, report %+v", f.status(created), f.status(deleted), rep)
+		}
+		if len(rep.Skipped) != 2 {
+			t.Fatalf("skipped = %+v, want both changes of the group", rep.Skipped)
 		}
 	})
 }

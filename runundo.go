@@ -108,12 +108,16 @@ type planStep struct {
 	// because neither names a Resource (see walk.assignResources).
 	linkedTo string
 	// netState is, for a no-net-change step, the state its resource must
-	// still be in for the undo to need no write.
+	// still be in for the undo to need no write; group names the resource
+	// (the steps of one resource close together or not at all).
 	netState json.RawMessage
+	group    string
 	// reviewed is set by executePlan on the steps of the reviewed plan
 	// that it was to carry out; late on changes that joined the run after
 	// the plan was made.
 	reviewed, late bool
+	// closed is set once the execution closed a no-net-change step.
+	closed bool
 }
 
 // carriesOut reports whether the step's verdict is one the undo acts on.

@@ -53,8 +53,11 @@ func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*runPlan, error) {
 	return nil, fmt.Errorf("run %s: the dependencies of its changes did not settle", r.ID) // cannot happen: each walk holds one more change
 }
 
-// runChanges returns the run's applied changes, newest first, and refuses
-// while any change of the run is in flight: its outcome is not known yet.
+// runChanges returns the run's changes the undo must consider, newest
+// first: the applied ones, and those whose undo failed earlier (they are
+// still in place, so they are kept and reported, and the run is never
+// called undone while one remains). It refuses while any change of the run
+// is in flight: its outcome is not known yet.
 func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change, error) {
 	all, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
 	if err != nil {
@@ -68,7 +71,7 @@ func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change
 			}
 			return nil, refuse(ErrBusy, "", "run %s cannot be undone now: change %s is %s; nothing was undone. Try again when it finishes", r.ID, c.ID, c.Status)
 		}
-		if c.Status == ledger.Applied {
+		if c.Status == ledger.Applied || c.Status == ledger.UndoFailed {
 			applied = append(applied, c)
 		}
 	}
@@ -216,6 +219,9 @@ func (w *walk) currentState(res string) (json.RawMessage, error) {
 func (w *walk) findNoNetChange() {
 	w.noNet = map[string]bool{}
 	for res, grp := range w.groups {
+		if slices.ContainsFunc(grp, func(c *ledger.Change) bool { return c.Status != ledger.Applied }) {
+			continue // a change of it is kept: the run did not bring it back
+		}
 		oldest, newest := grp[len(grp)-1], grp[0]
 		if oldest.Before == nil || newest.After == nil || string(oldest.Before) != string(newest.After) {
 			continue
@@ -253,9 +259,11 @@ func (w *walk) plan() (*runPlan, error) {
 // changes that cannot or may not be undone. It returns the step with
 // verdict undo when the state check comes next.
 func (w *walk) precheck(c *ledger.Change) (planStep, *op) {
-	step := planStep{c: c, verdict: verdictUndo, linkedTo: w.linked[c.ID]}
+	step := planStep{c: c, verdict: verdictUndo, linkedTo: w.linked[c.ID], group: w.res[c.ID]}
 	o, registered := w.g.lookup(c.Action)
 	switch {
+	case c.Status == ledger.UndoFailed:
+		step.verdict, step.reason = verdictSkip, undoFailedReason(c)
 	case w.noNet[w.res[c.ID]]:
 		step.verdict, step.reason = verdictNoNetChange, "the run itself brought this resource back to where it started; no write is needed"
 		step.netState = w.groups[w.res[c.ID]][0].After
@@ -269,6 +277,21 @@ func (w *walk) precheck(c *ledger.Change) (planStep, *op) {
 		step.verdict, step.reason = verdictSkip, w.held[c.ID]
 	}
 	return step, o
+}
+
+// undoFailedReason is why a change whose undo failed earlier is kept.
+func undoFailedReason(c *ledger.Change) string {
+	why := "its undo failed earlier"
+	switch c.Failure {
+	case ledger.FailureStateChanged:
+		why = "its undo was refused earlier because its resource had changed"
+	case ledger.FailureInterrupted:
+		why = "its undo was interrupted earlier and reconciled by an operator"
+	}
+	if c.NothingWritten {
+		why += " (nothing was written)"
+	}
+	return why + "; it is left as it is. Check it with get_change_status; it cannot be undone again"
 }
 
 // reasonNoSnapshot is why a change without an "after" snapshot is kept.
@@ -404,7 +427,7 @@ func removes(c *ledger.Change) bool {
 // ledger: a change outside the run can depend on what the run created. q
 // is the transaction to read in, or nil for the database.
 func (g *Guard) keptDependent(ctx context.Context, tx *ledger.Tx, res, runID string, undone map[string]bool) (*ledger.Change, error) {
-	f := ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying}, DependsOn: res}
+	f := ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, DependsOn: res}
 	var deps []*ledger.Change
 	var err error
 	if tx != nil {

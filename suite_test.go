@@ -88,6 +88,7 @@ func TestGuard(t *testing.T) {
 			exerciseRunPlanProperty(t, kit)
 			exerciseSessionRun(t, kit)
 			exerciseSessionRunHTTP(t, kit)
+			exerciseRunPlanRegressions(t, kit)
 		})
 	}
 }

@@ -89,7 +89,7 @@ type raceMode struct {
 const (
 	raceIterations    = 400
 	raceMinIterations = 20
-	raceBudget        = 15 * time.Second
+	raceBudget        = 6 * time.Second
 )
 
 // raceNote is what a name holds: nothing, or a file with content.
