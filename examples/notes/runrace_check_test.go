@@ -361,10 +361,8 @@ func (it *iteration) settle() {
 	}
 }
 
-// Bugs the race tests find that are not fixed yet. An iteration that runs
-// into one is checked up to the point where the bug shows and then left;
-// the test skips at the end, naming the bug and the seeds, unless
-// CHANGESET_RACE_STRICT=1 makes it fail.
+// Bugs the race tests found, now fixed: an iteration that runs into one
+// again fails the test, naming the bug and the seeds to replay.
 const (
 	bugUndoFailedDropped = "a change whose undo failed during a run's undo (undo_failed: the state check or the operation refused " +
 		"because the note changed between the plan's check and the inverse) is left out of every later plan of the run " +
