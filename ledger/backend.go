@@ -78,6 +78,19 @@ type Backend interface {
 	Check(ctx context.Context) ([]string, error)
 }
 
+// WriteQueue is implemented by backends whose database takes one writer at
+// a time (SQLite). The Ledger takes a turn before each write transaction
+// and gives it back when the transaction ends, so that the writers of one
+// process wait in line instead of polling the database's lock, where one of
+// them can starve past the busy timeout while others come and go. Writers
+// of other processes still meet at the database's lock.
+type WriteQueue interface {
+	// TakeWriteTurn waits for this process's turn to write, at most the
+	// busy timeout (then it fails with an error wrapping ErrBusy), and
+	// returns the function that ends the turn.
+	TakeWriteTurn(ctx context.Context) (release func(), err error)
+}
+
 // ChangeFilter selects changes for [Backend.ListChanges]. Zero fields do
 // not filter.
 type ChangeFilter struct {

@@ -52,10 +52,19 @@ func (l *Ledger) Close() error { return l.b.Close() }
 // Tx is a write transaction on the ledger. It holds the ledger's write lock
 // (SQLite) or the locks of the rows it read (PostgreSQL) until it ends.
 type Tx struct {
-	ctx context.Context
-	l   *Ledger
-	b   Backend
-	tx  *sql.Tx
+	ctx     context.Context
+	l       *Ledger
+	b       Backend
+	tx      *sql.Tx
+	release func() // ends the write turn (WriteQueue); nil without one
+}
+
+// end gives back the write turn, once.
+func (tx *Tx) end() {
+	if tx.release != nil {
+		tx.release()
+		tx.release = nil
+	}
 }
 
 // SQL returns the underlying transaction, for operations whose own writes
@@ -135,34 +144,42 @@ func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 
 // withTx is one attempt of WithTx.
 func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
-	sqlTx, err := l.b.BeginWrite(ctx)
+	tx, err := l.Begin(ctx)
 	if err != nil {
-		return l.interpret("begin transaction on", err)
-	}
-	tx := &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}
-	if err := fn(tx); err != nil {
-		_ = sqlTx.Rollback()
 		return err
 	}
-	if err := sqlTx.Commit(); err != nil {
-		return l.interpret("commit to", err)
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
-	return nil
+	return tx.Commit()
 }
 
 // Begin starts a write transaction for callers whose transaction spans more
 // than one function (WithTx is simpler for the rest). The caller must end it
 // with Commit or Rollback.
 func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
+	var release func()
+	if q, ok := l.b.(WriteQueue); ok {
+		r, err := q.TakeWriteTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		release = r
+	}
 	sqlTx, err := l.b.BeginWrite(ctx)
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, l.interpret("begin transaction on", err)
 	}
-	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx}, nil
+	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx, release: release}, nil
 }
 
 // Commit commits a transaction from Begin.
 func (tx *Tx) Commit() error {
+	defer tx.end()
 	if err := tx.tx.Commit(); err != nil {
 		return tx.l.interpret("commit to", err)
 	}
@@ -186,7 +203,10 @@ func (l *Ledger) interpret(op string, err error) error {
 
 // Rollback rolls back a transaction from Begin. It does nothing after
 // Commit.
-func (tx *Tx) Rollback() error { return tx.tx.Rollback() }
+func (tx *Tx) Rollback() error {
+	defer tx.end()
+	return tx.tx.Rollback()
+}
 
 // Get reads one change. It returns an error wrapping ErrNotFound when there
 // is none.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,32 +42,47 @@ func TestBounds_ManyLargePreviewsFromOneIdentity(t *testing.T) {
 
 	const previews, size = 1500, 20 << 10 // the value appears in the payload, the diff and the summary: ~60 KB
 	value := strings.Repeat("v", size)
-	var accepted, refused int
-	var runID string
+	var accepted, refused atomic.Int64
+	var runID atomic.Value
 	start := time.Now()
-	for i := range previews {
-		res, _ := call("preview_set_setting", map[string]any{"key": "theme", "value": value + strconv.Itoa(i)})
-		if res.IsError {
-			text := res.Content[0].(*mcp.TextContent).Text
-			if !strings.Contains(text, "the limit of this server") {
-				t.Fatalf("preview %d refused for another reason: %s", i, text)
+	// Four callers at once, as an agent with parallel tool calls would.
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 4 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < previews; i = next.Add(1) - 1 {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "preview_set_setting", Arguments: map[string]any{"key": "theme", "value": value + strconv.Itoa(int(i))}})
+				if err != nil {
+					t.Errorf("preview %d: %v", i, err)
+					return
+				}
+				if res.IsError {
+					if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "the limit of this server") {
+						t.Errorf("preview %d refused for another reason: %s", i, text)
+						return
+					}
+					refused.Add(1)
+					continue
+				}
+				accepted.Add(1)
+				runID.Store(res.StructuredContent.(map[string]any)["run_id"].(string))
 			}
-			refused++
-			continue
-		}
-		accepted++
-		runID = res.StructuredContent.(map[string]any)["run_id"].(string)
+		})
 	}
-	t.Logf("%d previews of ~60 KB in %v: %d accepted, %d refused by the quota", previews, time.Since(start), accepted, refused)
-	if accepted != 1000 || refused != 500 {
-		t.Fatalf("accepted %d, refused %d; want 1000 and 500", accepted, refused)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("%d previews of ~60 KB in %v: %d accepted, %d refused by the quota", previews, time.Since(start), accepted.Load(), refused.Load())
+	if accepted.Load() != 1000 || refused.Load() != 500 {
+		t.Fatalf("accepted %d, refused %d; want 1000 and 500", accepted.Load(), refused.Load())
 	}
 
 	// The session run holds the 1,000 previews; get_run pages through them.
 	seen, pages, largest := 0, 0, 0
 	cursor := ""
 	for {
-		args := map[string]any{"run_id": runID, "limit": 500}
+		args := map[string]any{"run_id": runID.Load(), "limit": 500}
 		if cursor != "" {
 			args["cursor"] = cursor
 		}

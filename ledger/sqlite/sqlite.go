@@ -35,6 +35,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"time"
 
@@ -89,10 +90,16 @@ type Backend struct {
 	// the full quick_check (see opencheck.go).
 	size           int64
 	fullCheckLimit int64
+
+	// writeTurn is this process's queue of writers (ledger.WriteQueue);
+	// busyTimeout bounds the wait for a turn, as for the file's lock.
+	writeTurn   chan struct{}
+	busyTimeout time.Duration
 }
 
 var (
 	_ ledger.Backend          = (*Backend)(nil)
+	_ ledger.WriteQueue       = (*Backend)(nil)
 	_ ledger.ErrorInterpreter = (*Backend)(nil)
 )
 
@@ -118,11 +125,12 @@ func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, 
 // open is Open with the size up to which ledger.CheckAuto reads the whole
 // file, which tests lower to exercise the structural check on small files.
 func open(ctx context.Context, path string, opts ledger.OpenOptions, fullCheckLimit int64) (*Backend, error) {
-	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit}
+	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit, writeTurn: make(chan struct{}, 1)}
 	timeout := opts.BusyTimeout
 	if timeout <= 0 {
 		timeout = ledger.DefaultBusyTimeout
 	}
+	b.busyTimeout = timeout
 	fresh, err := b.preflight(opts)
 	if err != nil {
 		return nil, err
@@ -173,6 +181,23 @@ func (b *Backend) Location() string { return b.path }
 func (b *Backend) Close() error {
 	b.closeStatements()
 	return b.interpretError("close", b.db.Close())
+}
+
+// TakeWriteTurn waits for this process's turn to write (see
+// ledger.WriteQueue): SQLite takes one writer at a time, and its lock is
+// polled by sleeping waiters, so a writer of a busy process could otherwise
+// wait past the busy timeout while others keep taking the lock.
+func (b *Backend) TakeWriteTurn(ctx context.Context) (func(), error) {
+	timer := time.NewTimer(b.busyTimeout)
+	defer timer.Stop()
+	select {
+	case b.writeTurn <- struct{}{}:
+		return func() { <-b.writeTurn }, nil
+	case <-ctx.Done():
+		return nil, b.interpretError("begin transaction on", ctx.Err())
+	case <-timer.C:
+		return nil, &ledger.Error{Op: "begin transaction on", Location: b.path, Err: fmt.Errorf("%w: this process's other writers held the ledger for %v", ledger.ErrBusy, b.busyTimeout)}
+	}
 }
 
 // BeginWrite starts a transaction with BEGIN IMMEDIATE, so that it holds the
