@@ -3,7 +3,10 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,16 +42,25 @@ func TestFlagsCheck_HTTPNeedsATokenFile(t *testing.T) {
 		want string
 	}{
 		{Flags{Ledger: "l.db", HTTP: "127.0.0.1:0"}, "--http needs --auth-token-file"},
-		{Flags{Ledger: "l.db", AuthTokenFile: "t"}, "only makes sense with --http"},
+		{Flags{Ledger: "l.db", AuthTokenFile: "t"}, "only make sense with --http"},
 		{Flags{Ledger: "l.db", HTTP: "0.0.0.0:80", AuthTokenFile: "t"}, "not a loopback address"},
 		{Flags{Ledger: ""}, "--ledger must not be empty"},
+		{Flags{Ledger: "l.db", Stateless: true}, "--stateless only make sense with --http"},
+		{Flags{Ledger: "l.db", HTTP: "0.0.0.0:80", ownVerifier: true}, "not a loopback address"},
 	} {
 		if err := tc.f.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
 		}
 	}
-	if err := (&Flags{Ledger: "l.db", HTTP: "127.0.0.1:0", AuthTokenFile: "t"}).Check(); err != nil {
-		t.Error(err)
+	for _, ok := range []Flags{
+		{Ledger: "l.db", HTTP: "127.0.0.1:0", AuthTokenFile: "t"},
+		{Ledger: "l.db", HTTP: "127.0.0.1:0", AuthTokenFile: "t", Stateless: true},
+		{Ledger: "l.db", HTTP: "127.0.0.1:0", ownVerifier: true}, // Program.Verifier
+		{Ledger: "l.db", Dashboard: "127.0.0.1:0", AllowRemote: true},
+	} {
+		if err := ok.Check(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
 	}
 }
 
@@ -63,8 +75,8 @@ func writeTokens(t *testing.T, content string) string {
 
 var discard = slog.New(slog.DiscardHandler)
 
-func TestLoadTokens_VerifyMapsTokensToIdentities(t *testing.T) {
-	tokens, err := LoadTokens(writeTokens(t, "# comment\n\ns3cret alice\n  other-token-0123456789\tbob  \n"), discard)
+func TestBearerTokensFromFile_VerifyMapsTokensToIdentities(t *testing.T) {
+	tokens, err := BearerTokensFromFile(writeTokens(t, "# comment\n\ns3cret alice\n  other-token-0123456789\tbob  \n"), discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +93,7 @@ func TestLoadTokens_VerifyMapsTokensToIdentities(t *testing.T) {
 	}
 }
 
-func TestLoadTokens_ErrorsNameLinesNeverTokens(t *testing.T) {
+func TestBearerTokensFromFile_ErrorsNameLinesNeverTokens(t *testing.T) {
 	for _, tc := range []struct {
 		content, want string
 	}{
@@ -91,7 +103,7 @@ func TestLoadTokens_ErrorsNameLinesNeverTokens(t *testing.T) {
 		{"topsecret al\x01ice\n", "line 1: the identity holds a control"},
 		{"# nothing\n", "holds no tokens"},
 	} {
-		_, err := LoadTokens(writeTokens(t, tc.content), discard)
+		_, err := BearerTokensFromFile(writeTokens(t, tc.content), discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.content, err, tc.want)
 		}
@@ -99,7 +111,7 @@ func TestLoadTokens_ErrorsNameLinesNeverTokens(t *testing.T) {
 			t.Errorf("%q: the error shows the token: %v", tc.content, err)
 		}
 	}
-	if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing"), discard); err == nil {
+	if _, err := BearerTokensFromFile(filepath.Join(t.TempDir(), "missing"), discard); err == nil {
 		t.Error("a missing file was accepted")
 	}
 }
@@ -124,5 +136,57 @@ func TestScopeFromRequest(t *testing.T) {
 	}
 	if _, err := ScopeFromRequest(ctx, withToken("")); err == nil {
 		t.Error("a token without identity got a scope")
+	}
+}
+
+func TestPrincipalFromRequest(t *testing.T) {
+	ctx := context.Background()
+	got, err := PrincipalFromRequest(ctx, &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: "alice"}}})
+	if err != nil || got != "alice" {
+		t.Errorf("with alice's token: %q, %v", got, err)
+	}
+	if _, err := PrincipalFromRequest(ctx, &mcp.CallToolRequest{Extra: &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{}}}); err == nil {
+		t.Error("a token without identity named a principal")
+	}
+	// Trusted code called from an HTTP handler behind the bearer check
+	// passes the request's context, which holds the token.
+	tokens, err := BearerTokensFromFile(writeTokens(t, "bobs-token-0123456789 bob\n"), discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var principal, scope string
+	h := auth.RequireBearerToken(tokens.Verify, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		principal, _ = PrincipalFromRequest(r.Context(), nil)
+		scope, _ = ScopeFromRequest(r.Context(), nil)
+	}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer bobs-token-0123456789")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if principal != "bob" || scope != "user:bob" {
+		t.Errorf("trusted code with bob's request context: principal %q, scope %q", principal, scope)
+	}
+	if got, err := PrincipalFromRequest(ctx, &mcp.CallToolRequest{}); err != nil || got != "" {
+		t.Errorf("without token or session: %q, %v", got, err)
+	}
+}
+
+func TestHTTPHandler_RefusesANilVerifier(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Verifier") {
+			t.Errorf("recover() = %v, want a panic naming the Verifier", r)
+		}
+	}()
+	HTTPHandler(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil), HTTPOptions{})
+}
+
+func TestListen_BindsLoopbackOnly(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if ln, err := Listen("0.0.0.0:0", false); err == nil {
+		ln.Close()
+		t.Fatal("Listen on every interface without allowRemote succeeded")
 	}
 }
