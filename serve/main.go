@@ -64,9 +64,10 @@ type Program struct {
 //     URL printed once to standard error.
 //
 // It serves until the client disconnects (stdio) or the process gets
-// SIGINT or SIGTERM, then stops gracefully. It exits the process: 0 on a
-// clean stop, 1 on an error, 2 on a usage error; --help prints the usage
-// text on standard output and exits 0. Logs go to standard error.
+// SIGINT or SIGTERM, then stops gracefully and returns, so that main
+// ends with exit status 0. On an error it exits the process with status 1,
+// on a usage error with status 2; --help prints the usage text on standard
+// output and exits 0. Logs go to standard error.
 //
 // A PostgreSQL ledger (--ledger postgres://…) needs the driver, which
 // Main does not import: add
