@@ -141,6 +141,9 @@ func run(p Program, f Flags) error {
 	if p.Options != nil {
 		p.Options(&opts)
 	}
+	if f.Stateless && opts.Approval == changeset.UserApproval {
+		log.Warn("user approval over stateless HTTP reaches only clients on protocol 2026-07-28, which answer inside the tool call; older clients cannot be asked")
+	}
 	guard, err := changeset.New(server, opts)
 	if err != nil {
 		return err
