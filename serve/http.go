@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -110,8 +111,17 @@ func RunHTTP(ctx context.Context, ln net.Listener, server *mcp.Server, opts HTTP
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, HTTPHandler(server, opts))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	// No WriteTimeout: an event stream stays open for as long as a call runs.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	// Shutdown waits for active connections, and treats a connection that
+	// has not yet sent a request as active for its first five seconds: a
+	// client's spare keep-alive connection would hold the shutdown that
+	// long. Such connections are closed with the listener, and the open
+	// sessions are ended, whose event streams would hold it too.
+	var fresh freshConns
+	srv.ConnState = fresh.track
 	srv.RegisterOnShutdown(func() {
+		fresh.closeAll()
 		for ss := range server.Sessions() {
 			ss.Close()
 		}
@@ -131,6 +141,33 @@ func RunHTTP(ctx context.Context, ln net.Listener, server *mcp.Server, opts HTTP
 			return srv.Close()
 		}
 		return err
+	}
+}
+
+// freshConns are the connections that have not yet sent a request.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func (f *freshConns) track(c net.Conn, state http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if state != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[c] = struct{}{}
+}
+
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		c.Close()
 	}
 }
 

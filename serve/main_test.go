@@ -145,11 +145,24 @@ func TestMain_VerifierIdentityIsScopeAndPrincipal(t *testing.T) {
 			if got := string(b); got != `{"principal":"carol","scope":"user:carol"}` {
 				t.Errorf("whoami = %s", got)
 			}
+			// A second client keeps its session, and in stateful mode its
+			// event stream, open across the SIGTERM: the shutdown ends it
+			// rather than wait out its five seconds.
 			cs.Close()
+			open, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url,
+				HTTPClient: &http.Client{Transport: bearerRT(carolToken)}, DisableStandaloneSSE: stateless, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer open.Close()
 
+			sent := time.Now()
 			cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case err := <-exited:
+				if took := time.Since(sent); took > 4*time.Second {
+					t.Errorf("the server took %v to stop with a session open", took)
+				}
 				if err != nil {
 					t.Fatalf("after SIGTERM: %v, want exit status 0; stderr:\n%s", err, stderr)
 				}
