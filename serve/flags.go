@@ -18,6 +18,9 @@ type Flags struct {
 	AuthTokenFile string // --auth-token-file: see BearerTokensFromFile
 	AllowRemote   bool   // --allow-remote: listen beyond loopback
 	Dashboard     string // --dashboard: serve the dashboard on this address
+	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
+	// HTTPOptions.AllowedHosts.
+	AllowedHosts []string
 
 	// ownVerifier: the program verifies tokens itself, so --http needs no
 	// token file.
@@ -26,7 +29,7 @@ type Flags struct {
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -43,6 +46,16 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		"the bearer tokens HTTP clients must present: a `file` of lines \"TOKEN IDENTITY\"; the identity scopes the caller's changes")
 	fs.BoolVar(&f.AllowRemote, "allow-remote", false,
 		"allow --http on an address other than loopback (plain HTTP: put a TLS-terminating proxy in front)")
+	fs.Func("allowed-hosts",
+		"with --http: the `names` (comma-separated) a TLS proxy on this host forwards in the Host header; other names arriving on loopback get 403",
+		func(v string) error {
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					f.AllowedHosts = append(f.AllowedHosts, h)
+				}
+			}
+			return nil
+		})
 	fs.StringVar(&f.Dashboard, "dashboard", "",
 		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
 }
@@ -53,8 +66,8 @@ func (f *Flags) Check() error {
 		return errors.New("--ledger must not be empty")
 	}
 	if f.HTTP == "" {
-		if f.AuthTokenFile != "" || f.Stateless || (f.AllowRemote && f.Dashboard == "") {
-			return errors.New("--auth-token-file and --stateless only make sense with --http, and --allow-remote with --http or --dashboard")
+		if f.AuthTokenFile != "" || f.Stateless || len(f.AllowedHosts) > 0 || (f.AllowRemote && f.Dashboard == "") {
+			return errors.New("--auth-token-file, --stateless and --allowed-hosts only make sense with --http, and --allow-remote with --http or --dashboard")
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,14 @@ type HTTPOptions struct {
 	// SessionTimeout is how long an idle stateful session is kept (default
 	// DefaultSessionTimeout). Ignored when Stateless.
 	SessionTimeout time.Duration
+	// AllowedHosts are the names a request's Host header may carry, besides
+	// localhost and loopback addresses, when the request arrives on a
+	// loopback address. A request arriving on loopback that names any other
+	// host is refused with 403: that is how a DNS rebinding attack looks
+	// (a web page whose name now resolves to 127.0.0.1). A TLS proxy on the
+	// same host that forwards the public name ("mcp.example.com") needs it
+	// listed here. Requests arriving on other addresses are not checked.
+	AllowedHosts []string
 	// Logger receives a record when the server starts and stops serving.
 	// Nil discards.
 	Logger *slog.Logger
@@ -63,12 +72,57 @@ func HTTPHandler(server *mcp.Server, opts HTTPOptions) http.Handler {
 	if timeout == 0 {
 		timeout = DefaultSessionTimeout
 	}
-	sopts := &mcp.StreamableHTTPOptions{Stateless: opts.Stateless}
+	// The SDK's own DNS rebinding check knows no allowed names: hostCheck
+	// does the same with AllowedHosts.
+	sopts := &mcp.StreamableHTTPOptions{Stateless: opts.Stateless, DisableLocalhostProtection: true}
 	if !opts.Stateless {
 		sopts.SessionTimeout = timeout
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, sopts)
-	return auth.RequireBearerToken(opts.Verifier, nil)(h)
+	return hostCheck(opts.AllowedHosts, auth.RequireBearerToken(opts.Verifier, nil)(h))
+}
+
+// hostCheck refuses, with 403, a request that arrived on a loopback
+// address but names a host in its Host header that is neither loopback nor
+// allowed.
+func hostCheck(allowed []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		if local != nil && isLoopback(local.String()) && !isLoopback(r.Host) && !hostListed(r.Host, allowed) {
+			http.Error(w, "Forbidden: the Host header names neither this machine nor an allowed host (--allowed-hosts)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostOnly is hostport without its port.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// isLoopback reports whether hostport names localhost or a loopback
+// address.
+func isLoopback(hostport string) bool {
+	h := hostOnly(hostport)
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+func hostListed(hostport string, allowed []string) bool {
+	h := strings.TrimSuffix(hostOnly(hostport), ".")
+	for _, a := range allowed {
+		if strings.EqualFold(h, strings.TrimSuffix(a, ".")) {
+			return true
+		}
+	}
+	return false
 }
 
 // Listen opens a TCP listener on addr ("127.0.0.1:8080"; port 0 picks a

@@ -182,5 +182,5 @@ func run(p Program, f Flags) error {
 	}
 	// Tests and scripts wait for this line; the URL holds no secret.
 	fmt.Fprintf(os.Stderr, "listening on http://%s%s\n", ln.Addr(), Path)
-	return RunHTTP(ctx, ln, server, HTTPOptions{Verifier: verifier, Stateless: f.Stateless, Logger: log})
+	return RunHTTP(ctx, ln, server, HTTPOptions{Verifier: verifier, Stateless: f.Stateless, AllowedHosts: f.AllowedHosts, Logger: log})
 }

@@ -45,7 +45,8 @@ func TestFlagsCheck_HTTPNeedsATokenFile(t *testing.T) {
 		{Flags{Ledger: "l.db", AuthTokenFile: "t"}, "only make sense with --http"},
 		{Flags{Ledger: "l.db", HTTP: "0.0.0.0:80", AuthTokenFile: "t"}, "not a loopback address"},
 		{Flags{Ledger: ""}, "--ledger must not be empty"},
-		{Flags{Ledger: "l.db", Stateless: true}, "--stateless only make sense with --http"},
+		{Flags{Ledger: "l.db", Stateless: true}, "only make sense with --http"},
+		{Flags{Ledger: "l.db", AllowedHosts: []string{"mcp.example.com"}}, "--allowed-hosts only make sense with --http"},
 		{Flags{Ledger: "l.db", HTTP: "0.0.0.0:80", ownVerifier: true}, "not a loopback address"},
 	} {
 		if err := tc.f.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -188,5 +189,63 @@ func TestListen_BindsLoopbackOnly(t *testing.T) {
 	if ln, err := Listen("0.0.0.0:0", false); err == nil {
 		ln.Close()
 		t.Fatal("Listen on every interface without allowRemote succeeded")
+	}
+}
+
+// A request that arrives on loopback naming another host is how DNS
+// rebinding looks: 403, unless the name is one a proxy on this host
+// forwards.
+func TestRunHTTP_HostHeaderOnLoopback(t *testing.T) {
+	tokens, err := BearerTokensFromFile(writeTokens(t, "alice-token-0123456789 alice\n"), discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	server := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	go func() {
+		done <- RunHTTP(ctx, ln, server, HTTPOptions{Verifier: tokens.Verify, Stateless: true, AllowedHosts: []string{"MCP.example.com"}})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunHTTP after cancel = %v, want nil", err)
+		}
+	}()
+	url := "http://" + ln.Addr().String() + Path
+	status := func(host, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		host, token string
+		want        int
+	}{
+		{"evil.example", "alice-token-0123456789", http.StatusForbidden},
+		{"evil.example:8080", "", http.StatusForbidden},
+		{"mcp.example.com", "", http.StatusUnauthorized},
+		{"mcp.example.com.:443", "alice-token-0123456789", http.StatusOK},
+		{ln.Addr().String(), "alice-token-0123456789", http.StatusOK},
+		{"localhost:1", "", http.StatusUnauthorized},
+	} {
+		if got := status(tc.host, tc.token); got != tc.want {
+			t.Errorf("Host %q, token %v: status %d, want %d", tc.host, tc.token != "", got, tc.want)
+		}
 	}
 }
