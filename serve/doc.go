@@ -1,7 +1,49 @@
-// Package serve runs an MCP server for real use. For now it holds one
-// piece: a stdio transport that no input can end.
+// Package serve runs a guarded MCP server for real use: over stdio, or
+// over Streamable HTTP (stateful, or stateless for replicas behind a load
+// balancer) with bearer tokens whose identity becomes the scope and the
+// principal of the caller's changes, loopback unless told otherwise, with
+// the dashboard beside it, stopping gracefully on SIGINT and SIGTERM.
 //
-// # Why not mcp.StdioTransport
+// # A whole server
+//
+// [Main] is a complete main function; every example server in
+// examples/ is one call to it:
+//
+//	func main() {
+//		serve.Main(serve.Program{
+//			Name:  "settings",
+//			About: "An MCP server with two in-memory settings.",
+//			Setup: func(server *mcp.Server, guard *changeset.Guard, log *slog.Logger) error {
+//				changeset.Register(guard, &mcp.Tool{Name: "set_setting"}, setSetting)
+//				return nil
+//			},
+//		})
+//	}
+//
+// It gives the program the flags --ledger, --http, --stateless,
+// --auth-token-file, --allow-remote and --dashboard (see [Flags]) and a
+// --help text built from the Program.
+//
+// # The pieces
+//
+// A server that has its own main function takes what it needs:
+//
+//   - [Stdio]: the stdio transport, which no input line can end (below);
+//   - [HTTPHandler]: the Streamable HTTP handler behind a bearer-token
+//     check, for a mux of your own; [Listen] and [RunHTTP] bind loopback
+//     and serve it until a context ends, shutting down gracefully;
+//   - [BearerTokensFromFile]: a file of "TOKEN IDENTITY" lines, whose
+//     Verify method is the [HTTPOptions] Verifier; bring your own
+//     auth.TokenVerifier to ask an identity provider instead;
+//   - [ScopeFromRequest] and [PrincipalFromRequest]: the changeset.Options
+//     ScopeFunc and Principal that bind each change to the identity behind
+//     the token, so that alice can neither see nor apply bob's changes and
+//     the ledger says who did what.
+//
+// See docs/deploy.md for one host with SQLite, replicas with PostgreSQL
+// behind a load balancer, and TLS in front.
+//
+// # The stdio transport: why not mcp.StdioTransport
 //
 // The go-sdk's stdio transport (v1.8.0) decodes standard input as one JSON
 // stream and treats the first value it cannot turn into a JSON-RPC message

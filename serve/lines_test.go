@@ -20,7 +20,8 @@ import (
 )
 
 // childEnv, when set, makes the test binary a stdio server instead of
-// running tests: "serve" over Stdio, "sdk" over mcp.StdioTransport.
+// running tests: "serve" over Stdio, "sdk" over mcp.StdioTransport,
+// "main" the program of main_test.go through Main.
 const childEnv = "SERVE_TEST_STDIO_CHILD"
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(Stdio()))
 	case "sdk":
 		os.Exit(runChild(&mcp.StdioTransport{}))
+	case "main":
+		runMain() // exits
 	}
 	os.Exit(m.Run())
 }

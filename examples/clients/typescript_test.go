@@ -149,6 +149,33 @@ func TestTypeScriptClient_AcceptsEverySchemaAndResult(t *testing.T) {
 	}
 }
 
+// TestTypeScriptClient_StatelessHTTP runs the settings flow with the
+// TypeScript SDK's Streamable HTTP client against the example serving
+// --stateless on loopback, a bearer token presented: every call is a
+// request of its own, as behind a load balancer.
+func TestTypeScriptClient_StatelessHTTP(t *testing.T) {
+	node := requireNode(t)
+	dir, err := filepath.Abs(tsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmCI(t, dir)
+	const token = "ts-client-0123456789abcdef01234567"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(token+" ts\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := exampletest.StartHTTP(t, "settings", []string{"--http", "127.0.0.1:0", "--stateless", "--auth-token-file", tokens}, exampletest.Guarded)
+	r := runClientMJS(t, node, dir, "settings", []string{"--url", p.URL}, "MCP_BEARER_TOKEN="+token)
+	if r.Server == nil || r.Server.Name != "settings" {
+		t.Fatalf("server = %+v", r.Server)
+	}
+	checkSettings(t, r, nil)
+	if err := p.Stop(t, 10*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
 func checkSettings(t *testing.T, r *tsReport, _ []string) {
 	p := r.step(t, "preview")
 	if p["status"] != "preview" || p["writes_enabled"] != true {
@@ -369,11 +396,19 @@ func npmCI(t *testing.T, dir string) {
 func runTSClient(t *testing.T, node, dir, name string, args []string) *tsReport {
 	t.Helper()
 	bin := exampletest.Build(t, name)
+	return runClientMJS(t, node, dir, name, append([]string{bin}, args...))
+}
+
+// runClientMJS runs node client.mjs with clientArgs (and env) and returns
+// its report; see runTSClient.
+func runClientMJS(t *testing.T, node, dir, name string, clientArgs []string, env ...string) *tsReport {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"client.mjs", bin}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{"client.mjs"}, clientArgs...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCP_CHANGESET_LEDGER=", exampletest.Guarded)
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second

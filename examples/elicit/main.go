@@ -25,8 +25,8 @@ import (
 	"log/slog"
 
 	changeset "github.com/mcp-changeset/changeset-go"
-	"github.com/mcp-changeset/changeset-go/examples/internal/serve"
-	"github.com/mcp-changeset/changeset-go/examples/internal/settingsdemo"
+	_ "github.com/mcp-changeset/changeset-go/ledger/postgres" // --ledger postgres://…
+	"github.com/mcp-changeset/changeset-go/serve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,7 +40,7 @@ func main() {
 		// The one line that differs from the settings example.
 		Options: func(o *changeset.Options) { o.Approval = changeset.UserApproval },
 		Setup: func(server *mcp.Server, guard *changeset.Guard, _ *slog.Logger) error {
-			settingsdemo.Register(server, guard, settingsdemo.NewStore())
+			register(server, guard, newStore())
 			return nil
 		},
 	})

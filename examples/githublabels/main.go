@@ -33,7 +33,8 @@ import (
 	"unicode/utf8"
 
 	changeset "github.com/mcp-changeset/changeset-go"
-	"github.com/mcp-changeset/changeset-go/examples/internal/serve"
+	_ "github.com/mcp-changeset/changeset-go/ledger/postgres" // --ledger postgres://…
+	"github.com/mcp-changeset/changeset-go/serve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -8,8 +8,8 @@
 //
 //	MCP_CHANGESET_WRITE_MODE=guarded go run ./examples/settings --ledger /tmp/settings.db
 //
-// The operation itself (Preview, Apply, Undo, Observe) is in
-// examples/internal/settingsdemo, which the elicit example shares.
+// The operation itself (Preview, Apply, Undo, Observe) is in settings.go;
+// main.go is all a server needs besides (see package serve).
 //
 // It takes the flags every example takes (see go run ./examples/settings
 // --help), among them --http ADDR with --auth-token-file FILE to serve
@@ -20,8 +20,8 @@ import (
 	"log/slog"
 
 	changeset "github.com/mcp-changeset/changeset-go"
-	"github.com/mcp-changeset/changeset-go/examples/internal/serve"
-	"github.com/mcp-changeset/changeset-go/examples/internal/settingsdemo"
+	_ "github.com/mcp-changeset/changeset-go/ledger/postgres" // --ledger postgres://…
+	"github.com/mcp-changeset/changeset-go/serve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -32,7 +32,7 @@ func main() {
 Tools: preview_set_setting, apply_change, undo_change, get_change_status,
 get_settings.`,
 		Setup: func(server *mcp.Server, guard *changeset.Guard, _ *slog.Logger) error {
-			settingsdemo.Register(server, guard, settingsdemo.NewStore())
+			register(server, guard, newStore())
 			return nil
 		},
 	})

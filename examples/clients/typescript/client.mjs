@@ -3,9 +3,12 @@
 // hosts are built on. It is run by ../typescript_test.go:
 //
 //	node client.mjs BINARY [ARGS...]
+//	MCP_BEARER_TOKEN=TOKEN node client.mjs --url http://127.0.0.1:8080/mcp
 //
 // It starts BINARY with ARGS over stdio (with this process's environment),
-// lists the tools and runs the flow for the server it finds (settings, notes
+// or connects to a server already serving Streamable HTTP at the URL,
+// presenting $MCP_BEARER_TOKEN (kept out of the command line, which other
+// users can read) as its bearer token. It lists the tools and runs the flow for the server it finds (settings, notes
 // or tickets, by the server's name). listTools() is where the SDK checks
 // every tool's inputSchema and outputSchema; callTool() then checks each
 // result's structuredContent against the tool's outputSchema. A schema the
@@ -19,11 +22,14 @@
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const [binary, ...args] = process.argv.slice(2);
-if (!binary) {
-  process.stderr.write('usage: node client.mjs BINARY [ARGS...]\n');
+const argv = process.argv.slice(2);
+const url = argv[0] === '--url' ? argv[1] : null;
+const [binary, ...args] = url ? [] : argv;
+if (!binary && !url) {
+  process.stderr.write('usage: node client.mjs BINARY [ARGS...] | node client.mjs --url URL\n');
   process.exit(2);
 }
 
@@ -104,14 +110,21 @@ const flows = {
 
 let failed = false;
 try {
-  const transport = new StdioClientTransport({
-    command: binary,
-    args,
-    // The SDK passes only a few variables (HOME, PATH, ...) unless told:
-    // the server needs MCP_CHANGESET_WRITE_MODE and whatever the test sets.
-    env: Object.fromEntries(Object.entries(process.env).filter(([, v]) => typeof v === 'string')),
-    stderr: 'inherit',
-  });
+  let transport;
+  if (url) {
+    const headers = {};
+    if (process.env.MCP_BEARER_TOKEN) headers.Authorization = `Bearer ${process.env.MCP_BEARER_TOKEN}`;
+    transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  } else {
+    transport = new StdioClientTransport({
+      command: binary,
+      args,
+      // The SDK passes only a few variables (HOME, PATH, ...) unless told:
+      // the server needs MCP_CHANGESET_WRITE_MODE and whatever the test sets.
+      env: Object.fromEntries(Object.entries(process.env).filter(([, v]) => typeof v === 'string')),
+      stderr: 'inherit',
+    });
+  }
   await client.connect(transport);
   doc.server = client.getServerVersion() ?? null;
 
@@ -131,7 +144,7 @@ try {
     doc.tools.push({ name: t.name, hasOutputSchema: Boolean(t.outputSchema), annotations: t.annotations ?? null });
   }
 
-  const name = doc.server?.name ?? path.basename(binary);
+  const name = doc.server?.name ?? (binary ? path.basename(binary) : '');
   const flow = flows[name];
   if (!flow) throw new Error(`no flow for server ${JSON.stringify(name)}`);
   await flow();

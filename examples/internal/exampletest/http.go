@@ -97,6 +97,20 @@ func (p *Process) Connect(t testing.TB, token string) *Client {
 	return connect(t, transport, p.Stderr)
 }
 
+// ConnectStateless connects a client to a server started with
+// --stateless: it opens no standalone event stream, which such a server
+// does not offer, so every call is one POST of its own.
+func (p *Process) ConnectStateless(t testing.TB, token string) *Client {
+	t.Helper()
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:             p.URL,
+		HTTPClient:           BearerClient(token),
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}
+	return connect(t, transport, p.Stderr)
+}
+
 // BearerClient returns an HTTP client that adds "Authorization: Bearer
 // token" to every request (nothing when token is empty).
 func BearerClient(token string) *http.Client {

@@ -1,8 +1,8 @@
-// Package settingsdemo is the quickstart's resource and its tools: two
-// in-memory settings, theme and language, with the guarded operation
-// set_setting and the read tool get_settings. The settings and elicit
-// examples serve it, with token and with user approval.
-package settingsdemo
+// The quickstart's resource and its tools: two in-memory settings, theme
+// and language, with the guarded operation set_setting and the read tool
+// get_settings.
+
+package main
 
 import (
 	"context"
@@ -14,19 +14,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Store holds the settings. A real server would keep them in a database.
-type Store struct {
+// store holds the settings. A real server would keep them in a database.
+type store struct {
 	mu       sync.Mutex
 	settings map[string]string
 }
 
-// NewStore returns the settings as they start: theme light, language en.
-func NewStore() *Store {
-	return &Store{settings: map[string]string{"theme": "light", "language": "en"}}
+// newStore returns the settings as they start: theme light, language en.
+func newStore() *store {
+	return &store{settings: map[string]string{"theme": "light", "language": "en"}}
 }
 
 // Get returns a setting and whether it exists.
-func (s *Store) Get(key string) (string, bool) {
+func (s *store) Get(key string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.settings[key]
@@ -34,7 +34,7 @@ func (s *Store) Get(key string) (string, bool) {
 }
 
 // Set changes a setting and returns its previous value.
-func (s *Store) Set(key, value string) (previous string) {
+func (s *store) Set(key, value string) (previous string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	previous = s.settings[key]
@@ -43,7 +43,7 @@ func (s *Store) Set(key, value string) (previous string) {
 }
 
 // Snapshot returns a copy of every setting.
-func (s *Store) Snapshot() map[string]string {
+func (s *store) Snapshot() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.settings)
@@ -64,9 +64,9 @@ type settingsOutput struct {
 	Settings map[string]string `json:"settings"`
 }
 
-// Register adds the guarded set_setting to guard and the read tool
+// register adds the guarded set_setting to guard and the read tool
 // get_settings to server.
-func Register(server *mcp.Server, guard *changeset.Guard, s *Store) {
+func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."},
 		changeset.Operation[setting, setting, applied]{
 			Preview: func(ctx context.Context, in setting) (changeset.Proposal[setting], error) {

@@ -1,4 +1,4 @@
-package serve
+package main
 
 import (
 	"bufio"
@@ -12,8 +12,6 @@ import (
 	"github.com/mcp-changeset/changeset-go/examples/internal/exampletest"
 	"github.com/mcp-changeset/changeset-go/serve"
 )
-
-func TestMain(m *testing.M) { exampletest.Main(m) }
 
 // lineClient drives an example over stdio by hand, one JSON-RPC line at a
 // time, so that a test can put lines between the calls that no MCP client

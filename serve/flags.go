@@ -1,0 +1,145 @@
+package serve
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Flags are the flags [Main] gives every server.
+type Flags struct {
+	Ledger        string // --ledger: a SQLite file or a postgres:// URL
+	HTTP          string // --http: serve Streamable HTTP on this address
+	Stateless     bool   // --stateless: stateless Streamable HTTP
+	AuthTokenFile string // --auth-token-file: see BearerTokensFromFile
+	AllowRemote   bool   // --allow-remote: listen beyond loopback
+	Dashboard     string // --dashboard: serve the dashboard on this address
+	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
+	// HTTPOptions.AllowedHosts.
+	AllowedHosts []string
+
+	// ownVerifier: the program verifies tokens itself, so --http needs no
+	// token file.
+	ownVerifier bool
+}
+
+// commonFlags names the flags Register adds, so that the usage text can
+// list them apart from a program's own.
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true}
+
+// Register adds the common flags to fs. name is the program's name, used
+// for the default ledger file.
+func (f *Flags) Register(fs *flag.FlagSet, name string) {
+	// The default is filled in after parsing (see Main), so that --help
+	// never prints $MCP_CHANGESET_LEDGER, which may hold a password.
+	fs.StringVar(&f.Ledger, "ledger", "",
+		"the ledger: a SQLite `file` or a postgres:// URL (default: $MCP_CHANGESET_LEDGER, else "+name+".db under the user's state directory)")
+	fs.StringVar(&f.HTTP, "http", "",
+		"serve Streamable HTTP at http://`addr`/mcp (e.g. 127.0.0.1:8080) instead of stdio; needs --auth-token-file")
+	fs.BoolVar(&f.Stateless, "stateless", false,
+		"with --http: keep no sessions, so that replicas behind a load balancer can each take any request")
+	fs.StringVar(&f.AuthTokenFile, "auth-token-file", "",
+		"the bearer tokens HTTP clients must present: a `file` of lines \"TOKEN IDENTITY\"; the identity scopes the caller's changes")
+	fs.BoolVar(&f.AllowRemote, "allow-remote", false,
+		"allow --http on an address other than loopback (plain HTTP: put a TLS-terminating proxy in front)")
+	fs.Func("allowed-hosts",
+		"with --http: the `names` (comma-separated) a TLS proxy on this host forwards in the Host header; other names arriving on loopback get 403",
+		func(v string) error {
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					f.AllowedHosts = append(f.AllowedHosts, h)
+				}
+			}
+			return nil
+		})
+	fs.StringVar(&f.Dashboard, "dashboard", "",
+		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
+}
+
+// Check validates the common flags after parsing.
+func (f *Flags) Check() error {
+	if f.Ledger == "" {
+		return errors.New("--ledger must not be empty")
+	}
+	if f.HTTP == "" {
+		if f.AuthTokenFile != "" || f.Stateless || len(f.AllowedHosts) > 0 || (f.AllowRemote && f.Dashboard == "") {
+			return errors.New("--auth-token-file, --stateless and --allowed-hosts only make sense with --http, and --allow-remote with --http or --dashboard")
+		}
+		return nil
+	}
+	if f.AuthTokenFile == "" && !f.ownVerifier {
+		return errors.New("--http needs --auth-token-file: every HTTP caller must present a bearer token, whose identity becomes the scope of its changes")
+	}
+	if err := checkListenAddr(f.HTTP, f.AllowRemote); err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	return nil
+}
+
+// DefaultLedger is $MCP_CHANGESET_LEDGER, or name.db under the user's state
+// directory ($XDG_STATE_HOME, else ~/.local/state) in mcp-changeset/.
+func DefaultLedger(name string) string {
+	if p := os.Getenv("MCP_CHANGESET_LEDGER"); p != "" {
+		return p
+	}
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return name + ".db"
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "mcp-changeset", name+".db")
+}
+
+// ensureDir creates the directory of a ledger file, so that the default
+// location works on a fresh machine. A database URL needs nothing.
+func ensureDir(ledgerPath string) error {
+	if strings.Contains(ledgerPath, "://") {
+		return nil
+	}
+	return os.MkdirAll(filepath.Dir(ledgerPath), 0o700)
+}
+
+// usage prints the --help text: the synopsis, what the server does, its
+// own flags and then the common ones.
+func usage(w io.Writer, fs *flag.FlagSet, p Program) {
+	synopsis := p.Synopsis
+	if synopsis == "" {
+		synopsis = "[flags]"
+	}
+	fmt.Fprintf(w, "Usage: %s %s\n\n%s\n", p.Name, synopsis, strings.TrimSpace(p.About))
+	fmt.Fprintf(w, "\nWrites stay off until the server runs with MCP_CHANGESET_WRITE_MODE=guarded;\npreviews always work.\n")
+	var own, common strings.Builder
+	fs.VisitAll(func(fl *flag.Flag) {
+		b := &own
+		if commonFlags[fl.Name] {
+			b = &common
+		}
+		printFlag(b, fl)
+	})
+	if own.Len() > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s", own.String())
+	}
+	fmt.Fprintf(w, "\nCommon flags:\n%s", common.String())
+}
+
+// printFlag writes one flag the way flag.PrintDefaults does, with the two
+// dashes the examples' documentation uses.
+func printFlag(w io.Writer, fl *flag.Flag) {
+	arg, text := flag.UnquoteUsage(fl)
+	line := "  --" + fl.Name
+	if arg != "" {
+		line += " " + arg
+	}
+	fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
+	if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "[]" {
+		fmt.Fprintf(w, " (default %q)", fl.DefValue)
+	}
+	fmt.Fprintln(w)
+}

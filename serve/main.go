@@ -1,0 +1,186 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/dashboard"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Program describes a server for [Main]: its name, its help text, its own
+// flags and the code that registers its tools.
+type Program struct {
+	// Name is the command's name ("notes"). It names the server to its
+	// clients and the default ledger file.
+	Name string
+	// Version is reported to clients (default "1.0.0").
+	Version string
+	// Synopsis follows the name on the usage line, e.g. "--root DIR [flags]".
+	// Empty means "[flags]".
+	Synopsis string
+	// About says what the server does and which tools it has, for --help.
+	About string
+	// Flags adds the program's own flags to fs. Optional.
+	Flags func(fs *flag.FlagSet)
+	// Check validates the program's own flags after parsing, given the
+	// common ones. Its error is a usage error (exit status 2). Optional.
+	Check func(f Flags) error
+	// Options adjusts the Guard's options before changeset.New, for
+	// example to turn on user approval. LedgerPath, Logger, ScopeFunc
+	// (ScopeFromRequest) and Principal (PrincipalFromRequest) are already
+	// set. Optional.
+	Options func(o *changeset.Options)
+	// Verifier, when set, checks HTTP callers' bearer tokens instead of
+	// --auth-token-file (which then becomes optional): plug in your own
+	// identity provider here. The UserID of the TokenInfo it returns
+	// becomes the caller's scope and principal. Optional.
+	Verifier auth.TokenVerifier
+	// Setup registers the program's tools once the ledger is open. Its
+	// error ends the process with exit status 1.
+	Setup func(server *mcp.Server, guard *changeset.Guard, log *slog.Logger) error
+}
+
+// Main is the whole main function of a guarded MCP server. It parses the
+// command line (the common [Flags] and p's own), opens the ledger, creates
+// the server and its Guard, calls p.Setup and serves:
+//
+//   - over stdio by default, through [Stdio], so that no input line can
+//     end the session;
+//   - with --http ADDR, over Streamable HTTP at http://ADDR/mcp (see
+//     [RunHTTP]), loopback unless --allow-remote, every caller presenting a
+//     bearer token from --auth-token-file (or accepted by p.Verifier), whose
+//     identity becomes the scope and the principal of its changes;
+//     --stateless keeps no sessions, for replicas behind a load balancer;
+//   - with --dashboard ADDR, the dashboard for people beside it, its login
+//     URL printed once to standard error.
+//
+// It serves until the client disconnects (stdio) or the process gets
+// SIGINT or SIGTERM, then stops gracefully and returns, so that main
+// ends with exit status 0. On an error it exits the process with status 1,
+// on a usage error with status 2; --help prints the usage text on standard
+// output and exits 0. Logs go to standard error.
+//
+// A PostgreSQL ledger (--ledger postgres://…) needs the driver, which
+// Main does not import: add
+//
+//	import _ "github.com/mcp-changeset/changeset-go/ledger/postgres"
+func Main(p Program) {
+	fs := flag.NewFlagSet(p.Name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	f := Flags{ownVerifier: p.Verifier != nil}
+	f.Register(fs, p.Name)
+	if p.Flags != nil {
+		p.Flags(fs)
+	}
+	fs.Usage = func() {} // printed below: asked for on stdout, after an error on stderr
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(os.Stdout, fs, p)
+			os.Exit(0)
+		}
+		usage(os.Stderr, fs, p) // after the flag package's error line
+		os.Exit(2)
+	}
+	if fs.NArg() > 0 {
+		usageError(p.Name, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	ledgerSet := false
+	fs.Visit(func(fl *flag.Flag) { ledgerSet = ledgerSet || fl.Name == "ledger" })
+	if !ledgerSet {
+		f.Ledger = DefaultLedger(p.Name)
+	}
+	if err := f.Check(); err != nil {
+		usageError(p.Name, err)
+	}
+	if p.Check != nil {
+		if err := p.Check(f); err != nil {
+			usageError(p.Name, err)
+		}
+	}
+	if err := run(p, f); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", p.Name, err)
+		os.Exit(1)
+	}
+}
+
+func usageError(name string, err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
+	os.Exit(2)
+}
+
+// run opens the ledger, builds the server and serves it.
+func run(p Program, f Flags) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	verifier := p.Verifier
+	if f.HTTP != "" && f.AuthTokenFile != "" {
+		tokens, err := BearerTokensFromFile(f.AuthTokenFile, log)
+		if err != nil {
+			return fmt.Errorf("--auth-token-file: %w", err)
+		}
+		verifier = tokens.Verify
+		log.Info("bearer tokens loaded", "identities", tokens.Len())
+	}
+	if err := ensureDir(f.Ledger); err != nil {
+		return err
+	}
+	version := p.Version
+	if version == "" {
+		version = "1.0.0"
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: p.Name, Version: version}, nil)
+	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest}
+	if p.Options != nil {
+		p.Options(&opts)
+	}
+	if f.Stateless && opts.Approval == changeset.UserApproval {
+		log.Warn("user approval over stateless HTTP reaches only clients on protocol 2026-07-28, which answer inside the tool call; older clients cannot be asked")
+	}
+	guard, err := changeset.New(server, opts)
+	if err != nil {
+		return err
+	}
+	defer guard.Close()
+	if err := p.Setup(server, guard, log); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.Dashboard != "" {
+		d, err := dashboard.New(guard, dashboard.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		login, err := dashboard.Serve(ctx, f.Dashboard, d, &dashboard.ServeOptions{AllowRemote: f.AllowRemote})
+		if err != nil {
+			return err
+		}
+		// Printed once, to stderr only: the URL holds the login token.
+		fmt.Fprintf(os.Stderr, "%s: dashboard: %s\n", p.Name, login)
+	}
+	if f.HTTP == "" {
+		stdio := Stdio()
+		stdio.Logger = log
+		err := server.Run(ctx, stdio)
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	ln, err := Listen(f.HTTP, f.AllowRemote)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	// Tests and scripts wait for this line; the URL holds no secret.
+	fmt.Fprintf(os.Stderr, "listening on http://%s%s\n", ln.Addr(), Path)
+	return RunHTTP(ctx, ln, server, HTTPOptions{Verifier: verifier, Stateless: f.Stateless, AllowedHosts: f.AllowedHosts, Logger: log})
+}
