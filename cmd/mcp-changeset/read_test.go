@@ -252,7 +252,7 @@ func TestHelp_EveryCommandHasUsageWithExamples(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 3")
+	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 4")
 }
 
 func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {
