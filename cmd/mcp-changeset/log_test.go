@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -227,4 +228,62 @@ func TestList_ByAndLimit(t *testing.T) {
 	if r := runL(t, f.path, "list", "--limit", "-1"); r.code != exitError {
 		t.Errorf("list --limit -1: %s", r)
 	}
+}
+
+// checkHistoryMatchesRows fails t unless the history of the ledger at path
+// agrees with its rows: each change's entries chain (each starts where the
+// one before ended) from its creation to its current status, and so do
+// each run's own.
+func checkHistoryMatchesRows(t *testing.T, path string) {
+	t.Helper()
+	entries := logLines(t, runL(t, path, "log", "--limit", "0", "--json"))
+	last := map[string]string{} // row ID → the status its last entry reached
+	for _, e := range entries {
+		id := e.ChangeID
+		if id == "" {
+			id = e.RunID
+		}
+		if e.From != last[id] {
+			t.Errorf("entry %d of %s starts at %q, but the one before ended at %q", e.Seq, id, e.From, last[id])
+		}
+		last[id] = e.To
+	}
+	for _, c := range decode(t, runL(t, path, "list", "--limit", "0", "--json"))["changes"].([]any) {
+		c := c.(map[string]any)
+		if id := c["change_id"].(string); last[id] != c["status"] {
+			t.Errorf("change %s is %s, but its history ends at %q", id, c["status"], last[id])
+		}
+	}
+	for _, r := range decode(t, runL(t, path, "runs", "--json"))["runs"].([]any) {
+		r := r.(map[string]any)
+		if id := r["run_id"].(string); last[id] != r["status"] {
+			t.Errorf("run %s is %s, but its history ends at %q", id, r["status"], last[id])
+		}
+	}
+}
+
+func TestLog_HistoryAgreesWithTheRows(t *testing.T) {
+	checkHistoryMatchesRows(t, populate(t).path)
+}
+
+func TestLog_AProcessKilledMidApplyLeavesHistoryAndRowsInStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	id := killMidApply(t, path)
+	// The claim committed with its entry; the apply that was killed left
+	// neither a transition nor an entry.
+	if got := moves(logLines(t, runL(t, path, "log", "--change", id, "--json"))); !reflect.DeepEqual(got, []string{">pending ", "pending>applying agent"}) {
+		t.Fatalf("after SIGKILL mid-apply the history is %v", got)
+	}
+	checkHistoryMatchesRows(t, path)
+	want(t, runL(t, path, "reconcile", id, "--note", "nothing reached the store", "--yes"), exitOK)
+	entries := logLines(t, runL(t, path, "log", "--change", id, "--json"))
+	e := entries[len(entries)-1]
+	if e.From != "applying" || e.To != "apply_failed" || !strings.HasPrefix(e.By, "operator:") || e.Note != "reconciled: nothing reached the store" {
+		t.Errorf("the reconcile's entry = %+v", e)
+	}
+	checkHistoryMatchesRows(t, path)
 }
