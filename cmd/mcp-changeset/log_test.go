@@ -228,6 +228,16 @@ func TestList_ByAndLimit(t *testing.T) {
 	if r := runL(t, f.path, "list", "--limit", "-1"); r.code != exitError {
 		t.Errorf("list --limit -1: %s", r)
 	}
+
+	allRuns := decode(t, runL(t, f.path, "runs", "--limit", "0", "--json"))["runs"].([]any)
+	r = runL(t, f.path, "runs", "--limit", "1", "--json")
+	one := decode(t, r)["runs"].([]any)
+	if len(allRuns) < 2 || !reflect.DeepEqual(one, allRuns[:1]) || !strings.Contains(r.stderr, "showing the newest 1 runs") {
+		t.Errorf("runs --limit 1 = %v\n%s", one, r)
+	}
+	if r := runL(t, f.path, "runs"); r.stderr != "" {
+		t.Errorf("an uncut runs wrote to stderr: %s", r)
+	}
 }
 
 // checkHistoryMatchesRows fails t unless the history of the ledger at path
