@@ -86,6 +86,8 @@ func (tx *Tx) InsertChange(c *Change) error {
 // appends its entry to the history (see HistoryEntry) in the same
 // transaction; a row rewritten in the same status appends nothing.
 func (tx *Tx) UpdateChange(c *Change, from Status) error {
+	override := tx.override // for this transition only, whatever happens
+	tx.override = nil
 	if !from.CanMoveTo(c.Status) {
 		return transitionError("change", c.ID, string(from), string(c.Status))
 	}
@@ -97,8 +99,6 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 	if err := tx.b.UpdateChange(tx.ctx, tx.tx, c, from); err != nil {
 		return err
 	}
-	override := tx.override
-	tx.override = nil
 	if from == c.Status {
 		return nil
 	}
@@ -132,14 +132,14 @@ func (tx *Tx) InsertRun(r *Run) error {
 // to the history in the same transaction; a rewrite in the same status (a
 // dry run storing its token) appends nothing.
 func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
+	override := tx.override // for this transition only, whatever happens
+	tx.override = nil
 	if !from.CanMoveTo(r.Status) {
 		return transitionError("run", r.ID, string(from), string(r.Status))
 	}
 	if err := tx.b.UpdateRun(tx.ctx, tx.tx, r, from); err != nil {
 		return err
 	}
-	override := tx.override
-	tx.override = nil
 	if from == r.Status {
 		return nil
 	}
