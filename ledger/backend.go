@@ -73,6 +73,13 @@ type Backend interface {
 	// returns the value now stored.
 	SetMetaIfAbsent(ctx context.Context, q Querier, key string, value []byte) ([]byte, error)
 
+	// AppendHistory appends e to the history (its Seq is assigned by the
+	// database and ignored here). The ledger calls it in the transaction
+	// of every transition; nothing else should.
+	AppendHistory(ctx context.Context, q Querier, e HistoryEntry) error
+	// ListHistory returns the entries f selects, oldest first (by Seq).
+	ListHistory(ctx context.Context, q Querier, f HistoryFilter) ([]HistoryEntry, error)
+
 	// Check runs the database's own integrity check and returns one line per
 	// problem it finds (none when the database is sound).
 	Check(ctx context.Context) ([]string, error)
@@ -103,6 +110,9 @@ type ChangeFilter struct {
 	ExpiresAfter time.Time
 	// DependsOn selects changes whose DependsOn lists this resource.
 	DependsOn string
+	// By selects changes that this actor previewed, applied or undid
+	// (PreviewedBy, AppliedBy or UndoneBy equal to it).
+	By string
 	// Before selects changes that come after this key in the list's
 	// order (newest first): created earlier, or at the same microsecond
 	// with a smaller ID. It is how callers page through a list.

@@ -172,10 +172,16 @@ type Change struct {
 	NothingWritten bool
 	// Note is free text from an operator who reconciled the change.
 	Note string
-	// AppliedBy and UndoneBy name who claimed the apply and the undo:
-	// "agent", "person:<name>" or "operator:<name>".
-	AppliedBy string
-	UndoneBy  string
+	// PreviewedBy, AppliedBy and UndoneBy name who previewed the change,
+	// who claimed its apply and who claimed its undo, readably:
+	// "agent:<principal>" for an agent acting for a principal (a user, a
+	// bearer identity, a client's name), "person:<name>" for someone who
+	// approved or undid it in the dashboard, "operator:<name>" for the
+	// CLI. Empty when unknown (rows written before the columns existed).
+	// PreviewedBy is fixed at preview.
+	PreviewedBy string
+	AppliedBy   string
+	UndoneBy    string
 
 	// RedactFields names payload fields (and diff entries of the same
 	// field) that the ledger replaces by keyed hashes once the change is

@@ -24,7 +24,9 @@ import (
 //   - a change's run exists;
 //   - a finished run (undone, partially_undone) holds no confirmation
 //     digest, and a run holds a confirmation digest only together with the
-//     plan digest it is bound to.
+//     plan digest it is bound to;
+//   - a change or run with history entries is in the status its last
+//     entry reached (rows from before the history have none).
 //
 // Lines name rows by ID and never quote a stored digest.
 func (l *Ledger) Check(ctx context.Context) ([]string, error) {
@@ -37,6 +39,10 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 	if err == nil {
 		runs, err = l.b.ListRuns(ctx, l.b.DB(), RunFilter{})
 	}
+	var history []HistoryEntry
+	if err == nil {
+		history, err = l.b.ListHistory(ctx, l.b.DB(), HistoryFilter{})
+	}
 	if err != nil {
 		if len(problems) > 0 {
 			// The damage already reported stops the row checks.
@@ -44,16 +50,30 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 		}
 		return nil, err
 	}
+	reached := map[string]string{} // change or run ID → its last entry's status
+	for _, e := range history {
+		if e.ChangeID != "" {
+			reached[e.ChangeID] = e.To
+		} else {
+			reached[e.RunID] = e.To
+		}
+	}
 	known := make(map[string]bool, len(runs))
 	for _, r := range runs {
 		known[r.ID] = true
 		problems = append(problems, runProblems(r)...)
+		if to, ok := reached[r.ID]; ok && to != string(r.Status) && r.Status.Valid() {
+			problems = append(problems, fmt.Sprintf("run %s: %s, but its history ends at %s: a transition was written without its history entry", r.ID, r.Status, to))
+		}
 	}
 	now := l.now()
 	for _, c := range changes {
 		problems = append(problems, changeProblems(c, now)...)
 		if c.RunID != "" && !known[c.RunID] {
 			problems = append(problems, fmt.Sprintf("change %s: its run %s does not exist", c.ID, c.RunID))
+		}
+		if to, ok := reached[c.ID]; ok && to != string(c.Status) && c.Status.Valid() {
+			problems = append(problems, fmt.Sprintf("change %s: %s, but its history ends at %s: a transition was written without its history entry", c.ID, c.Status, to))
 		}
 	}
 	return problems, nil

@@ -45,6 +45,21 @@ func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A transition written past the ledger's Tx, without its history
+	// entry; and a row with no history at all, as from before schema 4,
+	// which is not a problem.
+	sneaky := &ledger.Change{ID: "chg_sneaky", Action: "set", Status: ledger.Pending, ConfirmHash: digest, CreatedAt: now, UpdatedAt: now, ExpiresAt: now}
+	if err := l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertChange(sneaky) }); err != nil {
+		t.Fatal(err)
+	}
+	sneaky.Status, sneaky.ConfirmHash = ledger.Expired, ""
+	if err := l.Backend().UpdateChange(ctx, l.DB(), sneaky, ledger.Pending); err != nil {
+		t.Fatal(err)
+	}
+	old := &ledger.Change{ID: "chg_old", Action: "set", Status: ledger.Expired, CreatedAt: now, UpdatedAt: now, ExpiresAt: now}
+	if err := l.Backend().InsertChange(ctx, l.DB(), old); err != nil {
+		t.Fatal(err)
+	}
 	problems, err := l.Check(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -58,13 +73,14 @@ func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
 		"change chg_when: undo_failed without the time it was applied",
 		"run run_done: undone but still holds an undo confirmation digest",
 		"run run_done: holds an undo confirmation digest without the plan digest it is bound to",
+		"change chg_sneaky: expired, but its history ends at pending: a transition was written without its history entry",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Check lacks %q", want)
 		}
 	}
-	if len(problems) != 7 {
-		t.Errorf("Check found %d problems, want 7:\n%s", len(problems), text)
+	if len(problems) != 8 {
+		t.Errorf("Check found %d problems, want 8:\n%s", len(problems), text)
 	}
 	if strings.Contains(text, digest) {
 		t.Error("Check quoted a digest")

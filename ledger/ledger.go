@@ -57,6 +57,10 @@ type Tx struct {
 	b       Backend
 	tx      *sql.Tx
 	release func() // ends the write turn (WriteQueue); nil without one
+
+	// override names who makes the next transition, for the moves an
+	// operator makes (Reconcile), which the row cannot tell.
+	override *actor
 }
 
 // end gives back the write turn, once.
@@ -74,15 +78,25 @@ func (tx *Tx) SQL() *sql.Tx { return tx.tx }
 // Change reads a change inside the transaction.
 func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx, tx.tx, id) }
 
-// InsertChange stores a new change.
-func (tx *Tx) InsertChange(c *Change) error { return tx.b.InsertChange(tx.ctx, tx.tx, c) }
+// InsertChange stores a new change, and its first history entry ("" →
+// its status, normally pending, by c.PreviewedBy).
+func (tx *Tx) InsertChange(c *Change) error {
+	if err := tx.b.InsertChange(tx.ctx, tx.tx, c); err != nil {
+		return err
+	}
+	return tx.appendHistory(changeEntry(c, "", nil))
+}
 
 // UpdateChange writes c back if its status is still from. A move from
 // from to c.Status that the state machine does not allow (see
 // Status.CanMoveTo) is refused with an error wrapping ErrTransition before
 // anything is read or written. A change that becomes terminal has its
-// RedactFields redacted first (see Redact).
+// RedactFields redacted first (see Redact). A move to another status
+// appends its entry to the history (see HistoryEntry) in the same
+// transaction; a row rewritten in the same status appends nothing.
 func (tx *Tx) UpdateChange(c *Change, from Status) error {
+	override := tx.override // for this transition only, whatever happens
+	tx.override = nil
 	if !from.CanMoveTo(c.Status) {
 		return transitionError("change", c.ID, string(from), string(c.Status))
 	}
@@ -91,7 +105,13 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 			return err
 		}
 	}
-	return tx.b.UpdateChange(tx.ctx, tx.tx, c, from)
+	if err := tx.b.UpdateChange(tx.ctx, tx.tx, c, from); err != nil {
+		return err
+	}
+	if from == c.Status {
+		return nil
+	}
+	return tx.appendHistory(changeEntry(c, from, override))
 }
 
 // Changes lists changes inside the transaction.
@@ -106,18 +126,33 @@ func (tx *Tx) Runs(f RunFilter) ([]*Run, error) { return tx.b.ListRuns(tx.ctx, t
 // Run reads a run inside the transaction.
 func (tx *Tx) Run(id string) (*Run, error) { return tx.b.GetRun(tx.ctx, tx.tx, id) }
 
-// InsertRun stores a new run.
-func (tx *Tx) InsertRun(r *Run) error { return tx.b.InsertRun(tx.ctx, tx.tx, r) }
+// InsertRun stores a new run, and its first history entry ("" → open).
+func (tx *Tx) InsertRun(r *Run) error {
+	if err := tx.b.InsertRun(tx.ctx, tx.tx, r); err != nil {
+		return err
+	}
+	return tx.appendHistory(runEntry(r, "", nil))
+}
 
 // UpdateRun writes r back if its status is still from. A move from from
 // to r.Status that the state machine does not allow (see
 // RunStatus.CanMoveTo) is refused with an error wrapping ErrTransition
-// before anything is written.
+// before anything is written. A move to another status appends its entry
+// to the history in the same transaction; a rewrite in the same status (a
+// dry run storing its token) appends nothing.
 func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
+	override := tx.override // for this transition only, whatever happens
+	tx.override = nil
 	if !from.CanMoveTo(r.Status) {
 		return transitionError("run", r.ID, string(from), string(r.Status))
 	}
-	return tx.b.UpdateRun(tx.ctx, tx.tx, r, from)
+	if err := tx.b.UpdateRun(tx.ctx, tx.tx, r, from); err != nil {
+		return err
+	}
+	if from == r.Status {
+		return nil
+	}
+	return tx.appendHistory(runEntry(r, from, override))
 }
 
 // WithTx runs fn inside one write transaction and commits it if fn returns
@@ -319,6 +354,7 @@ func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, e
 		// what the ledger knows.
 		c.Failure, c.NothingWritten = FailureInterrupted, false
 		c.ConfirmHash, c.UndoHash, c.UpdatedAt = "", "", l.now()
+		tx.override = &actor{by: by, note: "reconciled: " + note}
 		if err := tx.UpdateChange(c, from); err != nil {
 			return err
 		}
@@ -358,6 +394,7 @@ func (l *Ledger) ReconcileRun(ctx context.Context, id, note, by string) (*Run, e
 		if by != "" {
 			r.UndoneBy = by
 		}
+		tx.override = &actor{by: by, note: "reconciled: " + note}
 		if err := tx.UpdateRun(r, RunUndoing); err != nil {
 			return err
 		}

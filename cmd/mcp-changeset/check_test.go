@@ -25,6 +25,7 @@ func TestCheck_ReportsEachBrokenInvariantOnItsOwnLine(t *testing.T) {
 		"UPDATE changes SET run_id = '"+ghost+"' WHERE id = '"+f.ids["applied_noundo"]+"'",
 		"UPDATE changes SET status = 'lost' WHERE id = '"+f.ids["old_undone"]+"'",
 		"UPDATE runs SET plan_hash = '' WHERE id = '"+f.ids["run"]+"'",
+		"UPDATE changes SET status = 'expired', confirm_hash = '' WHERE id = '"+f.ids["stale"]+"'",
 		"UPDATE runs SET confirm_hash = '"+c+"' WHERE id = '"+f.ids["undone_run"]+"'",
 	)
 	before := readFile(t, f.path)
@@ -43,6 +44,7 @@ func TestCheck_ReportsEachBrokenInvariantOnItsOwnLine(t *testing.T) {
 		"change " + f.ids["old_undone"] + `: unknown status "lost"`,
 		"run " + f.ids["run"] + ": holds an undo confirmation digest without the plan digest",
 		"run " + f.ids["undone_run"] + ": undone but still holds an undo confirmation digest",
+		"change " + f.ids["stale"] + ": expired, but its history ends at pending: a transition was written without its history entry",
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	for _, w := range wantLines {
@@ -58,7 +60,7 @@ func TestCheck_ReportsEachBrokenInvariantOnItsOwnLine(t *testing.T) {
 	if len(lines) != len(wantLines)+1 {
 		t.Errorf("check printed %d lines, want %d:\n%s", len(lines), len(wantLines)+1, r.stdout)
 	}
-	if !strings.Contains(r.stderr, "11 problems found in "+f.path) {
+	if !strings.Contains(r.stderr, "12 problems found in "+f.path) {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 	sameBytes(t, f.path, before, "check")

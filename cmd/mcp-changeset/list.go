@@ -4,18 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // ListCommand lists changes, newest first, optionally only those in some
-// statuses or of one run. It opens the ledger read-only.
+// statuses, of one run or of one actor, at most --limit of them. It opens
+// the ledger read-only.
 type ListCommand struct {
 	main *Main
 
 	ledger string
 	status string
 	run    string
+	by     string
+	limit  int
 	json   bool
 }
 
@@ -24,6 +28,8 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("list", &c.ledger)
 	fs.StringVar(&c.status, "status", "", "only changes in these statuses (comma-separated)")
 	fs.StringVar(&c.run, "run", "", "only changes of this run")
+	fs.StringVar(&c.by, "by", "", "only changes this actor previewed, applied or undid")
+	fs.IntVar(&c.limit, "limit", defaultLimit, "print at most N changes, the newest; 0 for all")
 	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
@@ -31,6 +37,9 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err := noArgs(rest); err != nil {
 		return err
+	}
+	if c.limit < 0 {
+		return usagef("--limit must be 0 (all) or more, got %d", c.limit)
 	}
 	statuses, err := parseStatuses(c.status)
 	if err != nil {
@@ -50,9 +59,17 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	changes, err := l.ListChanges(ctx, ledger.ChangeFilter{Statuses: statuses, RunID: c.run})
+	f := ledger.ChangeFilter{Statuses: statuses, RunID: c.run, By: c.by}
+	if c.limit > 0 {
+		f.Limit = c.limit + 1 // one more tells whether the list was cut
+	}
+	changes, err := l.ListChanges(ctx, f)
 	if err != nil {
 		return err
+	}
+	if c.limit > 0 && len(changes) > c.limit {
+		changes = changes[:c.limit]
+		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset list: showing the newest %d changes; older ones exist (narrow with --status, --run or --by, or raise --limit)\n", c.limit)
 	}
 	if c.json {
 		views := make([]changeView, len(changes))
@@ -68,21 +85,34 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	now := c.main.Now()
-	t := newTable(c.main.Stdout, "ID", "STATUS", "ACTION", "RUN", "UPDATED", "SUMMARY")
+	t := newTable(c.main.Stdout, "ID", "STATUS", "ACTION", "RUN", "BY", "UPDATED", "SUMMARY")
 	for _, ch := range changes {
 		t.row(clean(ch.ID), clean(string(ch.Status)), clean(ch.Action), orDash(clean(ch.RunID)),
-			when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 60)))
+			orDash(clean(lastActor(ch))), when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 60)))
 	}
 	return t.flush()
 }
 
+// lastActor names who moved ch last: who undid it, else who applied it,
+// else who previewed it.
+func lastActor(ch *ledger.Change) string {
+	for _, by := range []string{ch.UndoneBy, ch.AppliedBy, ch.PreviewedBy} {
+		if by != "" {
+			return by
+		}
+	}
+	return ""
+}
+
 // Usage returns the help text of list.
 func (c *ListCommand) Usage() string {
-	return `Usage: mcp-changeset list [--status S] [--run R] [--json]
+	return `Usage: mcp-changeset list [--status S] [--run R] [--by WHO] [--limit N] [--json]
 
 List the changes in the ledger, newest first: ID, status, operation, run,
-when each was last updated (local time and age) and its summary. The ledger
-is opened read-only.
+who moved it last (who undid it, else applied it, else previewed it), when
+it was last updated (local time and age) and its summary. At most --limit
+changes are printed (default ` + strconv.Itoa(defaultLimit) + `), with a note on stderr when there are
+more. The ledger is opened read-only.
 
 Options:
 
@@ -90,6 +120,11 @@ Options:
 	               separated by commas. Statuses: pending, expired, applying,
 	               applied, apply_failed, undoing, undone, undo_failed
 	--run R        only the changes of run R
+	--by WHO       only the changes WHO previewed, applied or undid, exactly
+	               as the ledger names them: agent:NAME, person:NAME,
+	               operator:NAME
+	--limit N      print at most N changes, the newest (default ` + strconv.Itoa(defaultLimit) + `); 0
+	               prints all
 	--json         print one JSON document instead of a table
 	--ledger L     the ledger (default $` + LedgerEnv + `)
 
@@ -100,5 +135,8 @@ Examples:
 
 	# The changes of one run, for a script:
 	mcp-changeset list --run run_3f9a1c0d2b7e4a6f8c11 --json
+
+	# What bob's agent touched:
+	mcp-changeset list --by agent:bob
 `
 }

@@ -1,5 +1,6 @@
 // Command mcp-changeset is the operator's tool for a changeset ledger: it
-// lists and shows changes and runs, closes changes that a dead process left
+// lists and shows changes and runs, prints the history of who did what,
+// closes changes that a dead process left
 // in flight, expires stale previews, prunes old rows and checks the ledger's
 // integrity.
 //
@@ -85,6 +86,8 @@ func (m *Main) command(name string) command {
 		return &ShowCommand{main: m}
 	case "runs":
 		return &RunsCommand{main: m}
+	case "log":
+		return &LogCommand{main: m}
 	case "reconcile":
 		return &ReconcileCommand{main: m}
 	case "prune":
@@ -204,6 +207,7 @@ Commands:
 	list       list changes, newest first
 	show       show one change: its diff, payload, result and history
 	runs       list runs, newest first
+	log        print the history of transitions: who did what, when
 	reconcile  close a change left applying or undoing by a dead process
 	prune      delete old finished changes and empty runs
 	expire     mark pending changes past their expiry as expired

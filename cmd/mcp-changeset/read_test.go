@@ -40,8 +40,8 @@ func keys(m map[string]any) []string {
 // The JSON field names documented in docs/cli.md.
 var (
 	changeFields = []string{"action", "applied_at", "applied_by", "change_id", "created_at", "error_type", "expires_at", "failure", "nothing_written",
-		"resource", "run_id", "status", "summary", "transactional", "undo_expires_at", "undoable", "undone_at", "undone_by", "updated_at"}
-	detailFields = append(slices.Clone(changeFields), "after", "before", "depends_on", "diff", "error", "note", "payload", "redact_fields", "redacted_at", "result", "warnings")
+		"previewed_by", "resource", "run_id", "status", "summary", "transactional", "undo_expires_at", "undoable", "undone_at", "undone_by", "updated_at"}
+	detailFields = append(slices.Clone(changeFields), "after", "before", "depends_on", "diff", "error", "history", "note", "payload", "redact_fields", "redacted_at", "result", "warnings")
 	runFields    = []string{"change_count", "changes_by_status", "created_at", "label", "run_id", "status", "undone_by", "updated_at"}
 )
 
@@ -252,7 +252,7 @@ func TestHelp_EveryCommandHasUsageWithExamples(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 3")
+	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 4")
 }
 
 func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {

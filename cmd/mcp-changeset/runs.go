@@ -14,12 +14,14 @@ type RunsCommand struct {
 	main *Main
 
 	ledger string
+	limit  int
 	json   bool
 }
 
 // Run parses args and prints the runs.
 func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("runs", &c.ledger)
+	fs.IntVar(&c.limit, "limit", defaultLimit, "print at most N runs, the newest; 0 for all")
 	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
@@ -28,14 +30,25 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	if err := noArgs(rest); err != nil {
 		return err
 	}
+	if c.limit < 0 {
+		return usagef("--limit must be 0 (all) or more, got %d", c.limit)
+	}
 	l, err := c.main.open(ctx, c.ledger, false)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	f := ledger.RunFilter{}
+	if c.limit > 0 {
+		f.Limit = c.limit + 1 // one more tells whether the list was cut
+	}
+	runs, err := l.ListRuns(ctx, f)
 	if err != nil {
 		return err
+	}
+	if c.limit > 0 && len(runs) > c.limit {
+		runs = runs[:c.limit]
+		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset runs: showing the newest %d runs; older ones exist (raise --limit, or 0 for all)\n", c.limit)
 	}
 	views := make([]runView, len(runs))
 	for i, r := range runs {
@@ -69,15 +82,18 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 
 // Usage returns the help text of runs.
 func (c *RunsCommand) Usage() string {
-	return `Usage: mcp-changeset runs [--json]
+	return `Usage: mcp-changeset runs [--limit N] [--json]
 
 List the runs in the ledger, newest first: ID, status (open, undoing,
 undone, partially_undone), how many changes each holds in each status, when
-it was created and last updated (local time and age), and its label. The
-ledger is opened read-only.
+it was created and last updated (local time and age), and its label. At
+most --limit runs are printed (default ` + strconv.Itoa(defaultLimit) + `), with a note on stderr when
+there are more. The ledger is opened read-only.
 
 Options:
 
+	--limit N      print at most N runs, the newest (default ` + strconv.Itoa(defaultLimit) + `); 0 prints
+	               all
 	--json         print one JSON document instead of a table
 	--ledger L     the ledger (default $` + LedgerEnv + `)
 

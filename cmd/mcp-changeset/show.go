@@ -43,12 +43,18 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A change moves a handful of times; the limit only guards against
+	// a damaged ledger.
+	history, err := l.History(ctx, ledger.HistoryFilter{ChangeID: ch.ID, Limit: maxChangeHistory})
+	if err != nil {
+		return err
+	}
 	if c.json {
 		return writeJSON(c.main.Stdout, struct {
 			Change changeDetail `json:"change"`
-		}{viewChangeDetail(ch)})
+		}{viewChangeDetail(ch, history)})
 	}
-	return c.print(c.main.Stdout, ch)
+	return c.print(c.main.Stdout, ch, history)
 }
 
 // getChange reads change id, with an operator's message when it is
@@ -61,8 +67,11 @@ func getChange(ctx context.Context, l *ledger.Ledger, id string) (*ledger.Change
 	return ch, err
 }
 
-// print writes the human form of ch.
-func (c *ShowCommand) print(w io.Writer, ch *ledger.Change) error {
+// maxChangeHistory bounds the history show prints of one change.
+const maxChangeHistory = 100
+
+// print writes the human form of ch and its history.
+func (c *ShowCommand) print(w io.Writer, ch *ledger.Change, history []ledger.HistoryEntry) error {
 	now := c.main.Now()
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	undoUntil := when(ch.UndoExpiresAt, now)
@@ -89,6 +98,7 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change) error {
 	t.row("undoable", yesNo[ch.Undoable])
 	t.row("transactional", yesNo[ch.Transactional])
 	t.row("created", when(ch.CreatedAt, now))
+	t.row("previewed by", orDash(clean(ch.PreviewedBy)))
 	t.row("updated", when(ch.UpdatedAt, now))
 	t.row("confirm by", when(ch.ExpiresAt, now))
 	t.row("applied", byWhom(ch.AppliedAt, ch.AppliedBy))
@@ -132,8 +142,21 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change) error {
 	if ch.Note != "" {
 		sb.WriteString("\nnote:\n" + indentText(ch.Note) + "\n")
 	}
-	_, err := io.WriteString(w, sb.String())
-	return err
+	sb.WriteString("\nhistory:\n")
+	if len(history) == 0 {
+		sb.WriteString("  (none recorded)\n")
+	}
+	if _, err := io.WriteString(w, sb.String()); err != nil {
+		return err
+	}
+	if len(history) == 0 {
+		return nil
+	}
+	h := newTable(w, "  AT", "FROM", "TO", "BY", "NOTE")
+	for _, e := range history {
+		h.row("  "+when(e.At, now), orDash(clean(e.From)), clean(e.To), orDash(clean(e.By)), orDash(clean(truncate(e.Note, 60))))
+	}
+	return h.flush()
 }
 
 // diffText renders a stored diff, one "field: before → after" line per
@@ -166,8 +189,9 @@ func indentText(s string) string {
 func (c *ShowCommand) Usage() string {
 	return `Usage: mcp-changeset show ID [--json]
 
-Show one change: its status and history (local times and ages, who applied
-and undid it), the diff, the stored payload, the apply's result, the
+Show one change: its status and history (local times and ages, who
+previewed, applied and undid it, and every transition the ledger's history
+holds), the diff, the stored payload, the apply's result, the
 before/after snapshots, the full error text and any operator note. The
 ledger stores these in clear and this command prints them; it never prints
 a token or a digest. The ledger is opened read-only.

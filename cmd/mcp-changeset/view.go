@@ -40,9 +40,12 @@ type changeView struct {
 	RunID         string `json:"run_id"`
 	Undoable      bool   `json:"undoable"`
 	Transactional bool   `json:"transactional"`
-	AppliedBy     string `json:"applied_by"`
-	UndoneBy      string `json:"undone_by"`
-	ErrorType     string `json:"error_type"`
+	// PreviewedBy, AppliedBy and UndoneBy name who previewed, applied
+	// and undid the change: agent:NAME, person:NAME or operator:NAME.
+	PreviewedBy string `json:"previewed_by"`
+	AppliedBy   string `json:"applied_by"`
+	UndoneBy    string `json:"undone_by"`
+	ErrorType   string `json:"error_type"`
 	// Failure is why a failed change failed (state_changed, error,
 	// result_too_large, interrupted); NothingWritten is true where the
 	// library knows the failed change wrote nothing.
@@ -75,6 +78,8 @@ type changeDetail struct {
 	// as "[redacted]".
 	RedactFields []string `json:"redact_fields"`
 	RedactedAt   jsonTime `json:"redacted_at"`
+	// History is every transition of the change, oldest first.
+	History []historyView `json:"history"`
 }
 
 // runView is a run as runs prints it.
@@ -99,6 +104,7 @@ func viewChange(c *ledger.Change) changeView {
 		RunID:          c.RunID,
 		Undoable:       c.Undoable,
 		Transactional:  c.Transactional,
+		PreviewedBy:    c.PreviewedBy,
 		AppliedBy:      c.AppliedBy,
 		UndoneBy:       c.UndoneBy,
 		ErrorType:      c.ErrorType,
@@ -113,7 +119,7 @@ func viewChange(c *ledger.Change) changeView {
 	}
 }
 
-func viewChangeDetail(c *ledger.Change) changeDetail {
+func viewChangeDetail(c *ledger.Change, history []ledger.HistoryEntry) changeDetail {
 	d := changeDetail{
 		changeView: viewChange(c),
 		Warnings:   append([]string{}, c.Warnings...),
@@ -128,6 +134,10 @@ func viewChangeDetail(c *ledger.Change) changeDetail {
 
 		RedactFields: append([]string{}, c.RedactFields...),
 		RedactedAt:   jsonTime(c.RedactedAt),
+		History:      []historyView{},
+	}
+	for _, e := range history {
+		d.History = append(d.History, viewHistory(e))
 	}
 	if len(c.Diff) == 0 {
 		d.Diff = json.RawMessage("[]")

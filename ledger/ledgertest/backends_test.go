@@ -32,6 +32,11 @@ func BenchmarkCycle(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { ledgertest.Benchmark(b, postgresHarness) })
 }
 
+func BenchmarkHistory(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { ledgertest.BenchmarkHistory(b, sqliteHarness) })
+	b.Run("postgres", func(b *testing.B) { ledgertest.BenchmarkHistory(b, postgresHarness) })
+}
+
 // sqliteHarness opens ledgers in new files; a second handle opens the same
 // file again.
 var sqliteHarness = ledgertest.Harness{

@@ -19,7 +19,7 @@ import (
 // (the three booleans of a change are all true in fullChange).
 
 // changeFixed are the fields of a change that UpdateChange never writes.
-var changeFixed = map[string]bool{"ID": true, "Action": true, "ScopeHash": true, "RunID": true, "CreatedAt": true, "DependsOn": true}
+var changeFixed = map[string]bool{"ID": true, "Action": true, "ScopeHash": true, "RunID": true, "CreatedAt": true, "DependsOn": true, "PreviewedBy": true}
 
 // runFixed are the fields of a run that UpdateRun never writes.
 var runFixed = map[string]bool{"ID": true, "ScopeHash": true, "CreatedAt": true, "Kind": true, "SessionKey": true}

@@ -12,10 +12,10 @@
 //
 // The suite is split by area: changes.go (rows of changes), runs.go,
 // meta.go (values kept beside the rows), transitions.go (transactions,
-// expiry, reconcile), prune.go (retention) and concurrency.go (races
-// between goroutines and between independent handles, as between
-// processes). [Benchmark] times
-// full preview → apply → undo cycles at several numbers of clients.
+// expiry, reconcile), history.go (the history of transitions), prune.go
+// (retention) and concurrency.go (races between goroutines and between
+// independent handles, as between processes). [Benchmark] times full
+// preview → apply → undo cycles at several numbers of clients.
 //
 // Every subtest opens a ledger of its own, runs in parallel with the
 // others, and drives time through [ledger.Ledger.SetClock], never through
@@ -57,6 +57,7 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("Meta", func(t *testing.T) { exerciseMeta(t, h) })
 	t.Run("Transitions", func(t *testing.T) { exerciseTransitions(t, h) })
 	t.Run("Prune", func(t *testing.T) { exercisePrune(t, h) })
+	t.Run("History", func(t *testing.T) { exerciseHistory(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { exerciseConcurrency(t, h) })
 }
 
@@ -131,7 +132,7 @@ func fullChange(id string, created time.Time) *ledger.Change {
 		ConfirmHash: "confirm-hash", UndoHash: "undo-hash", Undoable: true, Transactional: true,
 		Result: json.RawMessage(`{"ok":true}`), ErrorType: "*fs.PathError", Error: "open x: denied",
 		Failure: ledger.FailureResultTooLarge, NothingWritten: true, DependsOn: []string{"rule:42", "funnel:7"},
-		Note: "checked", AppliedBy: "agent", UndoneBy: "person:ann",
+		Note: "checked", PreviewedBy: "agent:alice", AppliedBy: "agent", UndoneBy: "person:ann",
 		RedactFields: []string{"value", "key"}, RedactedAt: created.Add(4 * time.Second),
 		CreatedAt: created, UpdatedAt: created.Add(time.Second), ExpiresAt: created.Add(15 * time.Minute),
 		AppliedAt: created.Add(2 * time.Second), UndoExpiresAt: created.Add(24 * time.Hour), UndoneAt: created.Add(3 * time.Second),

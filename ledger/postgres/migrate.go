@@ -23,7 +23,7 @@ var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/pos
 // ownTables are the tables of a ledger, besides changeset_migrations. A
 // schema that has any of them but no changeset_migrations holds another
 // application's tables.
-var ownTables = []string{"changes", "runs", "meta", "change_deps"}
+var ownTables = []string{"changes", "runs", "meta", "change_deps", "ledger_history"}
 
 // identity is what a schema says about itself.
 type identity struct {
@@ -77,7 +77,7 @@ func (b *Backend) verdict(id identity, create bool) (write bool, err error) {
 		}
 		return false, nil
 	case id.clashes > 0:
-		return false, b.openError(fmt.Errorf("%w: %s has tables named like a ledger's (changes, runs, meta, change_deps) but no changeset_migrations table; they belong to something else and were left unchanged (name another schema with changeset_schema)", ledger.ErrForeign, schema))
+		return false, b.openError(fmt.Errorf("%w: %s has tables named like a ledger's (changes, runs, meta, change_deps, ledger_history) but no changeset_migrations table; they belong to something else and were left unchanged (name another schema with changeset_schema)", ledger.ErrForeign, schema))
 	case !create || b.readOnly:
 		if id.others > 0 {
 			return false, b.openError(fmt.Errorf("%w: %s holds %d tables of another application and no changeset ledger (open with create to add one beside them)", ledger.ErrForeign, schema, id.others))

@@ -61,7 +61,7 @@ func TestMigrate_UpgradesAVersion2LedgerKeepingItsRows(t *testing.T) {
 
 	b := open(t, dsn, ledger.OpenOptions{})
 	var versions string
-	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3" {
+	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3 4" {
 		t.Fatalf("versions after the upgrade: %q, %v", versions, err)
 	}
 	c, err := b.GetChange(ctx, b.DB(), "chg_old")

@@ -89,7 +89,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 		t.Errorf("refused opens created tables %q or schemas (%d)", got, schemas)
 	}
 	b := open(t, dsn, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations meta runs" {
+	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations ledger_history meta runs" {
 		t.Errorf("tables of a new ledger: %q", got)
 	}
 	if b.Schema() != "public" {
@@ -97,7 +97,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 	}
 	var versions string
 	if err := db.QueryRow(`SELECT string_agg(version || ':' || name, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil ||
-		versions != "1:001_initial.sql 2:002_redaction.sql 3:003_failures_deps_sessions.sql" {
+		versions != "1:001_initial.sql 2:002_redaction.sql 3:003_failures_deps_sessions.sql 4:004_history.sql" {
 		t.Errorf("changeset_migrations: %q %v", versions, err)
 	}
 	// Opened again, with or without create, it is used as it is.
@@ -131,7 +131,7 @@ func TestOpen_RefusesForeignTables(t *testing.T) {
 	}
 	// Asked to create, the ledger goes beside the application's tables.
 	open(t, other, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices meta runs" {
+	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices ledger_history meta runs" {
 		t.Errorf("tables: %q", got)
 	}
 }
@@ -179,7 +179,7 @@ func TestOpen_SchemasKeepLedgersApart(t *testing.T) {
 	if _, err := a.DB().ExecContext(ctx, `CREATE TABLE tickets (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations meta runs tickets" {
+	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations ledger_history meta runs tickets" {
 		t.Errorf("tables of server_a: %q", got)
 	}
 	if !strings.Contains(a.Location(), "changeset_schema=server_a") {
@@ -321,7 +321,7 @@ func TestOpen_UpgradesAnOlderLedgerOnce(t *testing.T) {
 	}
 	wg.Wait()
 	var versions string
-	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3" {
+	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3 4" {
 		t.Errorf("versions after the upgrade: %q, %v", versions, err)
 	}
 	b := open(t, dsn, ledger.OpenOptions{})

@@ -52,7 +52,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
@@ -172,11 +172,12 @@ type statements struct {
 	deleteChanges, changeDeps                                             string
 	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
 	getMeta, setMeta                                                      string
+	appendHistory, selectHistory                                          string
 }
 
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps")
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps", "{history}", s+".ledger_history")
 	return statements{
 		// One statement inserts the change and its change_deps rows
 		// (none when depends_on is NULL), so that neither is ever
@@ -200,7 +201,9 @@ func newStatements(schema string) statements {
 		lockRuns:  r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
 			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
-		getMeta: r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
-		setMeta: r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
+		getMeta:       r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
+		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
+		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 7) + `)`),
+		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
 	}
 }

@@ -120,8 +120,8 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	}
 	defer b.Close()
 	var version int
-	if err := b.DB().QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != 3 {
-		t.Fatalf("user_version = %d (%v), want 3", version, err)
+	if err := b.DB().QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != SchemaVersion {
+		t.Fatalf("user_version = %d (%v), want %d", version, err, SchemaVersion)
 	}
 	c, err := b.GetChange(ctx, b.DB(), "chg_old")
 	if err != nil || c.Summary != "old change" || c.Error != "boom" || c.Failure != "" || c.NothingWritten || c.DependsOn != nil || len(c.RedactFields) != 1 {
@@ -143,7 +143,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
-	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_run_created_id changes_scope_status changes_status_updated changes_updated meta runs runs_created runs_session"
+	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_run_created_id changes_scope_status changes_status_updated changes_updated ledger_history ledger_history_actor ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
 	}

@@ -17,7 +17,7 @@ import (
 // connection waits for the lock.
 
 // hotStatements are prepared by prepareHot.
-var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL}
+var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL}
 
 // prepareHot prepares hotStatements. A statement that cannot be prepared
 // (e.g. on a ledger opened before its migration) is simply run unprepared.

@@ -10,8 +10,9 @@ import (
 // Changes is the one mapping between rows of the changes table and
 // ledger.Change, for every backend. Fixed columns are set when the change
 // is previewed and never written again: id, action, scope_hash, run_id,
-// created_at and depends_on. A backend also keeps change_deps, one row per
-// resource of depends_on, when it inserts a change.
+// created_at, depends_on and previewed_by. A backend also keeps
+// change_deps, one row per resource of depends_on, when it inserts a
+// change.
 var Changes = NewTable(
 	fixed(Text("id", func(c *ledger.Change) *string { return &c.ID })),
 	fixed(Text("action", func(c *ledger.Change) *string { return &c.Action })),
@@ -48,6 +49,7 @@ var Changes = NewTable(
 	Text("failure", func(c *ledger.Change) *ledger.Failure { return &c.Failure }),
 	Bool("nothing_written", func(c *ledger.Change) *bool { return &c.NothingWritten }),
 	fixed(Strings("depends_on", func(c *ledger.Change) *[]string { return &c.DependsOn })),
+	fixed(Text("previewed_by", func(c *ledger.Change) *string { return &c.PreviewedBy })),
 )
 
 // Runs is the one mapping between rows of the runs table and ledger.Run,

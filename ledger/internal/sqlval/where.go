@@ -1,6 +1,7 @@
 package sqlval
 
 import (
+	"database/sql"
 	"strings"
 	"time"
 
@@ -86,6 +87,9 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 	if f.DependsOn != "" {
 		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
 	}
+	if f.By != "" {
+		w.Cond("(previewed_by = " + w.Arg(f.By) + " OR applied_by = " + w.Arg(f.By) + " OR undone_by = " + w.Arg(f.By) + ")")
+	}
 	if paged && f.Before != nil {
 		w.after(f.Before.CreatedAt, f.Before.ID)
 	}
@@ -139,3 +143,52 @@ func strs[S ~string](s []S) []string {
 	}
 	return out
 }
+
+// HistoryColumns are the columns of the history table that an append
+// writes, in the order of HistoryArgs; seq is the database's.
+const HistoryColumns = "at, change_id, run_id, from_status, to_status, actor, note"
+
+// HistorySelect are the columns ScanHistory reads.
+const HistorySelect = "seq, " + HistoryColumns
+
+// HistoryArgs binds e to HistoryColumns.
+func HistoryArgs(e ledger.HistoryEntry) []any {
+	return []any{TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note}
+}
+
+// ScanHistory reads one row of HistorySelect.
+func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
+	var e ledger.HistoryEntry
+	var at sql.NullInt64
+	var change, run sql.NullString
+	if err := s.Scan(&e.Seq, &at, &change, &run, &e.From, &e.To, &e.By, &e.Note); err != nil {
+		return e, err
+	}
+	e.At, e.ChangeID, e.RunID = TimeFrom(at), change.String, run.String
+	return e, nil
+}
+
+// HistoryWhere is the clause that selects the entries f selects, except
+// for its Limit; the order is OldestFirst.
+func HistoryWhere(d Dialect, f ledger.HistoryFilter) *Where {
+	w := NewWhere(d)
+	if !f.Since.IsZero() {
+		w.Cond("at >= " + w.Arg(CeilMicro(f.Since)))
+	}
+	if f.ChangeID != "" {
+		w.Cond("change_id = " + w.Arg(f.ChangeID))
+	}
+	if f.RunID != "" {
+		w.Cond("run_id = " + w.Arg(f.RunID))
+	}
+	if f.By != "" {
+		w.Cond("actor = " + w.Arg(f.By))
+	}
+	if f.After > 0 {
+		w.Cond("seq > " + w.Arg(f.After))
+	}
+	return w
+}
+
+// OldestFirst is the order of the history: by seq, ascending.
+const OldestFirst = " ORDER BY seq"

@@ -1,0 +1,32 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
+)
+
+// AppendHistory appends e to the history, in q's transaction.
+func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
+	_, err := q.ExecContext(ctx, b.sql.appendHistory, sqlval.HistoryArgs(e)...)
+	subject := "run " + e.RunID
+	if e.ChangeID != "" {
+		subject = "change " + e.ChangeID
+	}
+	return b.interpretError("append history of "+subject+" to", err)
+}
+
+// ListHistory returns the entries f selects, oldest first (by seq). It
+// locks nothing.
+func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
+	w := sqlval.HistoryWhere(dialect, f)
+	query := b.sql.selectHistory + w.String() + sqlval.OldestFirst + w.Limit(f.Limit)
+	const op = "read history in"
+	rows, err := q.QueryContext(ctx, query, w.Args...)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	out, err := sqlval.ScanAll(rows, sqlval.ScanHistory)
+	return out, b.interpretError(op, err)
+}

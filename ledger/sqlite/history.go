@@ -1,0 +1,38 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
+)
+
+// appendHistorySQL appends one entry of the history; seq is SQLite's.
+var appendHistorySQL = `INSERT INTO ledger_history (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(7) + `)`
+
+// AppendHistory appends e to the history, in q's transaction.
+func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
+	_, err := b.execPrepared(ctx, q, appendHistorySQL, sqlval.HistoryArgs(e)...)
+	return b.interpretError("append history of "+historySubject(e)+" to", err)
+}
+
+// ListHistory returns the entries f selects, oldest first (by seq).
+func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
+	w := sqlval.HistoryWhere(dialect, f)
+	query := `SELECT ` + sqlval.HistorySelect + ` FROM ledger_history` + w.String() + sqlval.OldestFirst + w.Limit(f.Limit)
+	const op = "read history in"
+	rows, err := q.QueryContext(ctx, query, w.Args...)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	out, err := sqlval.ScanAll(rows, sqlval.ScanHistory)
+	return out, b.interpretError(op, err)
+}
+
+// historySubject names the row an entry is about, for messages.
+func historySubject(e ledger.HistoryEntry) string {
+	if e.ChangeID != "" {
+		return "change " + e.ChangeID
+	}
+	return "run " + e.RunID
+}
