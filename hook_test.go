@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	changeset "github.com/mcp-changeset/changeset-go"
@@ -182,4 +183,64 @@ func TestLog_TransitionsNameRunPrincipalAndFailure(t *testing.T) {
 			t.Fatalf("the log holds a token (%s…):\n%s", tok, logs.String())
 		}
 	}
+}
+
+// A run undo that cannot read a change's current state skips the change
+// with the error's type name and a reference; the log has the full error
+// under that reference.
+func TestUndoRun_UnreadableStateIsLoggedUnderTheReference(t *testing.T) {
+	const secretPath = "/srv/secret/state.json"
+	var logs logBuffer
+	f := newFixture(t, withLog(&logs))
+	var broken atomic.Bool
+	changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "flaky:" + in.Key}, nil
+		},
+		Apply: func(ctx context.Context, p setIn) (setOut, error) {
+			return setOut{Previous: f.store.set(p.Key, p.Value)}, nil
+		},
+		Undo: func(ctx context.Context, p setIn, r setOut) error { f.store.set(p.Key, r.Previous); return nil },
+		Observe: func(ctx context.Context, p setIn) (any, error) {
+			if broken.Load() {
+				return nil, fmt.Errorf("read state: %w", &fs.PathError{Op: "open", Path: secretPath, Err: fs.ErrNotExist})
+			}
+			return f.store.get(p.Key), nil
+		},
+	})
+	ctx := context.Background()
+	run, err := f.guard.StartRun(ctx, "task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.guard.Preview(ctx, "flaky", map[string]any{"key": "theme", "value": "dark", "run_id": run.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.guard.Apply(ctx, p.ChangeID, p.ConfirmationToken); err != nil {
+		t.Fatal(err)
+	}
+	broken.Store(true)
+	rep, err := f.guard.UndoRun(ctx, run.RunID, true, changeset.Person("ops"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Skipped) != 1 || rep.Skipped[0].ChangeID != p.ChangeID {
+		t.Fatalf("skipped %+v, want the change whose state cannot be read", rep.Skipped)
+	}
+	reason := rep.Skipped[0].Reason
+	m := referenceRE.FindStringSubmatch(reason)
+	if m == nil || !strings.Contains(reason, "could not be read: fs.PathError (reference ") || strings.Contains(reason, secretPath) {
+		t.Fatalf("reason %q, want the type name and a reference, not the path", reason)
+	}
+	for _, r := range logs.records(t, "observe failed in a run undo") {
+		if r["reference"] == m[1] {
+			if r["level"] != "ERROR" || r["change_id"] != p.ChangeID || r["run_id"] != run.RunID ||
+				!strings.Contains(r["err"].(string), "read state: open "+secretPath) {
+				t.Fatalf("log record %v, want the full error of the change", r)
+			}
+			return
+		}
+	}
+	t.Fatalf("no log record with reference %s; log:\n%s", m[1], logs.String())
 }

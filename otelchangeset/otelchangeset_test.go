@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -126,6 +127,12 @@ func newHarness(t *testing.T) *harness {
 			return setOut{}, fmt.Errorf("the settings service: %w", changeset.ErrBusy) // a sentinel of the library, reused
 		},
 	})
+	changeset.Register(g, &mcp.Tool{Name: "unreadable"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+			return changeset.Proposal[setIn]{}, fmt.Errorf("read: %w", &fs.PathError{Op: "open", Path: secretPath, Err: fs.ErrPermission})
+		},
+		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
+	})
 	registerRowOp(t, g)
 	h.guard = g
 	return h
@@ -165,8 +172,12 @@ func registerRowOp(t *testing.T, g *changeset.Guard) {
 	})
 }
 
-// secretValue is a payload value that must never reach telemetry.
-const secretValue = "midnight-SECRET-7f3a"
+// secretValue is a payload value, and secretPath a path in an error, that
+// must never reach telemetry.
+const (
+	secretValue = "midnight-SECRET-7f3a"
+	secretPath  = "/srv/secret/settings.json"
+)
 
 // previewApply previews op(key, a value holding secretValue) and
 // applies it, and returns the change's ID and the tokens it was given.
@@ -222,7 +233,7 @@ func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[attribute.Key]string
 	t.Helper()
 	got := map[attribute.Key]string{}
 	for _, kv := range s.Attributes {
-		got[kv.Key] = kv.Value.Emit()
+		got[kv.Key] = kv.Value.String()
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -258,7 +269,7 @@ func matches(set attribute.Set, want map[string]string) bool {
 		return false
 	}
 	for k, v := range want {
-		if got, ok := set.Value(attribute.Key(k)); !ok || got.Emit() != v {
+		if got, ok := set.Value(attribute.Key(k)); !ok || got.String() != v {
 			return false
 		}
 	}
@@ -349,12 +360,12 @@ func (h *harness) assertNoSecrets(tokens []string, ids ...string) {
 		check("span name", s.Name)
 		check(s.Name+" status", s.Status.Description)
 		for _, kv := range s.Attributes {
-			check(s.Name+" "+string(kv.Key), kv.Value.Emit())
+			check(s.Name+" "+string(kv.Key), kv.Value.String())
 		}
 		for _, e := range s.Events {
 			check(s.Name+" event", e.Name)
 			for _, kv := range e.Attributes {
-				check(s.Name+" event "+string(kv.Key), kv.Value.Emit())
+				check(s.Name+" event "+string(kv.Key), kv.Value.String())
 			}
 		}
 	}
@@ -374,7 +385,7 @@ func (h *harness) assertNoSecrets(tokens []string, ids ...string) {
 			}
 			for _, set := range sets {
 				for _, kv := range set.ToSlice() {
-					check(m.Name+" "+string(kv.Key), kv.Value.Emit())
+					check(m.Name+" "+string(kv.Key), kv.Value.String())
 				}
 			}
 		}
@@ -634,4 +645,23 @@ func TestObserver_ExpiredPreviewLeavesPending(t *testing.T) {
 		t.Errorf("changeset.transitions{pending→expired} = %d, want 1", got)
 	}
 	wantAttrs(t, h.one("changeset.apply"), map[attribute.Key]string{otelchangeset.AttrFailure: "expired", otelchangeset.AttrStatus: "expired", otelchangeset.AttrAction: "set_setting"})
+}
+
+// A preview that fails ends its span in error with the kind alone: the
+// span has the action, no change, and nothing of the error's text.
+func TestObserver_FailedPreview(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.guard.Preview(context.Background(), "unreadable", setIn{Key: "theme", Value: secretValue}); err == nil {
+		t.Fatal("Preview succeeded")
+	}
+	s := h.one("changeset.preview")
+	wantAttrs(t, s, map[attribute.Key]string{otelchangeset.AttrAction: "unreadable", otelchangeset.AttrFailure: "error",
+		otelchangeset.AttrChangeID: "", otelchangeset.AttrStatus: ""})
+	if s.Status.Code != codes.Error || s.Status.Description != "error" {
+		t.Errorf("span status %v, want Error described as error", s.Status)
+	}
+	if got := sum(t, h.collect(), "changeset.pending", map[string]string{"action": "unreadable"}); got != 0 {
+		t.Errorf("changeset.pending = %d after a failed preview, want 0", got)
+	}
+	h.assertNoSecrets([]string{secretPath, "ref_"})
 }
