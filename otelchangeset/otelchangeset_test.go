@@ -665,3 +665,42 @@ func TestObserver_FailedPreview(t *testing.T) {
 	}
 	h.assertNoSecrets([]string{secretPath, "ref_"})
 }
+
+// A run that brought a setting back to where it started is closed without
+// a write: no undo spans, and each change's move to undone is counted
+// with its run.
+func TestObserver_RunUndoNoNetChange(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	run, err := h.guard.StartRun(ctx, "try and revert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, v := range []string{"dark", "light"} {
+		p, err := h.guard.Preview(ctx, "set_setting", map[string]any{"key": "theme", "value": v, "run_id": run.RunID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.guard.Apply(ctx, p.ChangeID, p.ConfirmationToken); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ChangeID)
+		h.clock.Advance(time.Second) // the run orders its changes by time
+	}
+	rep, err := h.guard.UndoRun(ctx, run.RunID, false, changeset.Person("ops"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.NoNetChange) != 2 || rep.Status != "undone" {
+		t.Fatalf("report %+v, want both changes closed as no net change", rep)
+	}
+	if n := len(h.named("changeset.undo")); n != 0 {
+		t.Errorf("%d undo spans, want none (nothing was written)", n)
+	}
+	wantAttrs(t, h.one("changeset.undo_run"), map[attribute.Key]string{otelchangeset.AttrRunID: run.RunID, otelchangeset.AttrStatus: "undone"})
+	if got := sum(t, h.collect(), "changeset.transitions", transition("set_setting", "applied", "undone")); got != 2 {
+		t.Errorf("changeset.transitions{applied→undone} = %d, want 2", got)
+	}
+	h.assertNoSecrets(nil, ids...)
+}
