@@ -39,6 +39,7 @@ func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, e
 }
 
 func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*ApplyResult, error) {
+	ctx = g.withPrincipal(ctx, req)
 	if !g.WritesEnabled() {
 		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
@@ -59,6 +60,7 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 }
 
 func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*UndoResult, error) {
+	ctx = g.withPrincipal(ctx, req)
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
 		return nil, err
@@ -89,19 +91,25 @@ func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.D
 // transaction commits the claim alone, and perform runs after it: at most
 // once, with the outcome recorded by finish.
 func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
-	perform func(c *ledger.Change, r runner) error) error {
-	if err := checkClaimArgs(k, id, token, trusted); err != nil {
-		return err
-	}
+	perform func(c *ledger.Change, r runner) error) (err error) {
 	var (
+		seen                *ledger.Change // the row as claimed (or found expired)
 		claimed             *ledger.Change
 		o                   *op
 		refusal, failure    error
 		performedInTheClaim bool
 	)
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		claimed, refusal, failure, performedInTheClaim = nil, nil, nil, false // WithTx may run this again
+	ctx, end := g.start(ctx, Event{Step: k.step(), ChangeID: id})
+	if end != nil {
+		defer func() { end(changeOutcome(k, id, seen, failure, err)) }()
+	}
+	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+		return err
+	}
+	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		seen, claimed, refusal, failure, performedInTheClaim = nil, nil, nil, nil, false // WithTx may run this again
 		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
+		seen = c
 		if err != nil || ref != nil {
 			refusal = ref
 			return err
@@ -123,9 +131,12 @@ func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope
 	case err != nil:
 		return claimConflict(id, err)
 	case refusal != nil:
+		if seen != nil { // a preview found past its expiry, now expired
+			g.logTransition(ctx, seen, k.from, by)
+		}
 		return refusal
 	}
-	g.logTransition(claimed, k.from, by)
+	g.logTransition(ctx, claimed, k.from, by)
 	if performedInTheClaim {
 		return nil
 	}

@@ -48,7 +48,7 @@ func (g *Guard) recordTxFailure(ctx context.Context, k claimKind, id, token stri
 		g.log.Error("failure of a transactional change not recorded", "change_id", id, "err", err)
 		return failureText(&ledger.Change{ID: id, Status: failedStatus(k)}, cause)
 	}
-	g.logTransition(failed, k.from, by)
+	g.logTransition(ctx, failed, k.from, by)
 	return failureText(failed, cause)
 }
 

@@ -133,10 +133,3 @@ const agentActor = "agent"
 // Person names a person acting through trusted code (a dashboard, a
 // support tool), as recorded in the ledger: "person:<name>".
 func Person(name string) string { return "person:" + name }
-
-func (g *Guard) logTransition(c *ledger.Change, from ledger.Status, by string) {
-	g.log.Info("change transition",
-		slog.String("change_id", c.ID), slog.String("action", c.Action),
-		slog.String("from", string(from)), slog.String("to", string(c.Status)),
-		slog.String("by", by), slog.String("error_type", c.ErrorType))
-}

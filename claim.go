@@ -49,7 +49,8 @@ func claimConflict(id string, err error) error {
 // k.from, the preview has not expired (an expired one is marked expired in
 // tx), the undo is possible, the token matches, and a change of a run
 // is applied only while the run is open. It returns the change with its
-// in-flight status set and its token spent, not yet written, or a refusal.
+// in-flight status set and its token spent, not yet written, or a refusal
+// (with the change only when the refusal marked it expired).
 // The stored payload is hashed again: a token binds the payload's hash,
 // and this binds the hash to the bytes Apply will receive.
 func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool) (*ledger.Change, error, error) {
@@ -74,7 +75,7 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 	if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
 		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
 		refusal := refuse(ErrExpired, id, "change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))
-		return nil, refusal, tx.UpdateChange(c, ledger.Pending)
+		return c, refusal, tx.UpdateChange(c, ledger.Pending) // the caller logs the expiry
 	}
 	if k.from == ledger.Applied {
 		if !c.Undoable {
@@ -138,7 +139,7 @@ func (g *Guard) finish(ctx context.Context, c *ledger.Change, from ledger.Status
 	for attempt := 0; attempt < 5; attempt++ {
 		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
 		if err == nil {
-			g.logTransition(c, from, by)
+			g.logTransition(ctx, c, from, by)
 			return nil
 		}
 		if !errors.Is(err, ledger.ErrBusy) {

@@ -135,6 +135,10 @@ type Options struct {
 	// Logger receives one record per transition; tokens are never logged.
 	// Nil discards.
 	Logger *slog.Logger
+	// Observer, when set, sees every preview, apply, undo and run undo
+	// as it begins and ends, and every transition of a change: for traces
+	// and metrics (see package otelchangeset). Nil costs nothing.
+	Observer Observer
 }
 
 // resolve fills defaults and validates o.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -31,6 +32,19 @@ func (g *Guard) Preview(ctx context.Context, action string, input any) (*Preview
 
 // preview is the one path every preview takes.
 func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, args json.RawMessage) (*PreviewResult, error) {
+	ctx, end := g.start(ctx, Event{Step: StepPreview, Action: o.name})
+	res, err := g.previewStep(g.withPrincipal(ctx, req), req, o, args)
+	if end != nil {
+		out := Outcome{Action: o.name, Err: err, Failure: failureKind(err)}
+		if res != nil {
+			out.ChangeID, out.RunID, out.Status = res.ChangeID, res.RunID, string(ledger.Pending)
+		}
+		end(out)
+	}
+	return res, err
+}
+
+func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op, args json.RawMessage) (*PreviewResult, error) {
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
 		return nil, err
@@ -41,7 +55,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	}
 	p, err := o.preview(ctx, args)
 	if err != nil {
-		return nil, previewRefusal(o.name, err)
+		return nil, g.previewRefusal(ctx, o.name, err)
 	}
 	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
 		return nil, refuse(ErrQuota, "", "the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
@@ -53,7 +67,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	case o.observe != nil: // outside the write lock: it may be slow I/O
 		state, err := g.observe(ctx, o, p.payload)
 		if err != nil {
-			return nil, previewRefusal(o.name, err)
+			return nil, g.previewRefusal(ctx, o.name, err)
 		}
 		stateHash = hashOf(state)
 	}
@@ -96,7 +110,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
 			state, err := g.observeTx(ctx, tx, o, c.Payload)
 			if err != nil {
-				return previewRefusal(o.name, err)
+				return g.previewRefusal(ctx, o.name, err)
 			}
 			c.StateHash = hashOf(state)
 		}
@@ -120,7 +134,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	if err != nil {
 		return nil, err
 	}
-	g.log.Info("change previewed", "change_id", c.ID, "action", c.Action, "run_id", c.RunID)
+	g.logTransition(ctx, c, "", agentActor)
 
 	res := &PreviewResult{
 		Status:            "preview",
@@ -202,14 +216,34 @@ func splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
 }
 
 // previewRefusal passes a preview's refusal to the agent, and reduces any
-// other error to its type name (the details go to the log).
-func previewRefusal(action string, err error) error {
+// other error to its type name and a reference to the log record that
+// holds the full error.
+func (g *Guard) previewRefusal(ctx context.Context, action string, err error) error {
 	var ce *ChangeError
 	if errors.As(err, &ce) {
 		return err
 	}
-	return &ChangeError{Msg: fmt.Sprintf("the preview of %s failed: %s", action, agentText(err)), Err: err}
+	msg := g.logFailure(ctx, "preview failed", err, slog.String("action", action))
+	return &ChangeError{Msg: fmt.Sprintf("the preview of %s failed: %s", action, msg), Err: err}
 }
+
+// logFailure logs err in full at Error level under a short random
+// reference, and returns what the agent is told instead: the error's type
+// name and the reference, e.g. "fs.PathError (reference ref_1a2b3c4d; the
+// server's log has the details)". An operator finds the record by the
+// reference the user quotes.
+func (g *Guard) logFailure(ctx context.Context, msg string, err error, attrs ...slog.Attr) string {
+	ref := newID(refPrefix)[:len(refPrefix)+8]
+	attrs = append(attrs, slog.String("reference", ref), slog.String("error_type", typeName(err)), slog.String("err", err.Error()))
+	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	if text := agentText(err); text != typeName(err) { // a ledger failure, named by its kind
+		return fmt.Sprintf("%s; reference %s", text, ref)
+	}
+	return fmt.Sprintf("%s (reference %s; the server's log has the details)", typeName(err), ref)
+}
+
+// refPrefix starts the reference of a logged failure.
+const refPrefix = "ref_"
 
 func previewNextStep(writesEnabled bool) string {
 	if !writesEnabled {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -170,7 +171,7 @@ func (e *execution) external(s *planStep) {
 	cur, err := e.g.observeNow(e.ctx, c)
 	hasState := !errors.Is(err, errNoObserve)
 	if hasState && err != nil {
-		e.keep(s, "its current state could not be read right before its undo ("+typeName(err)+"); it is left as it is", nil)
+		e.keep(s, e.g.unreadState(e.ctx, c, "right before its undo", err), nil)
 		return
 	}
 	switch s.verdict {
@@ -267,7 +268,9 @@ func (e *execution) closeNoNetGroups(steps []planStep) {
 				s.failed = "undo failed: " + agentText(err)
 				continue
 			}
-			e.g.logTransition(&ledger.Change{ID: s.c.ID, Action: s.c.Action, Status: ledger.Undone}, ledger.Applied, e.by)
+			closed := *s.c // as committed by txClose
+			closed.Status = ledger.Undone
+			e.g.logTransition(e.ctx, &closed, ledger.Applied, e.by)
 		}
 	}
 }
@@ -336,8 +339,13 @@ func (e *execution) txSegment(steps []planStep) {
 	}
 	for _, s := range steps {
 		delete(e.undoing, s.c.ID)
-		if s.reviewed && s.failed != "" && s.verdict == verdictUndo {
+		switch {
+		case s.reviewed && s.failed != "" && s.verdict == verdictUndo:
 			e.g.recordRunFailure(e.ctx, s.c.ID, e.by, s.failed)
+		case s.reviewed && s.failed == "" && s.carriesOut():
+			undone := *s.c // as committed by txUndo or txClose
+			undone.Status = ledger.Undone
+			e.g.logTransition(e.ctx, &undone, ledger.Applied, e.by)
 		}
 	}
 }
@@ -386,16 +394,34 @@ func closeNoNet(c *ledger.Change, runID, by string, now time.Time) {
 // recordRunFailure marks a change whose transactional undo failed in a run
 // as undo_failed, as a failed undo_change would.
 func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
+	var failed *ledger.Change
 	err := g.ledger.WithTx(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
+		failed = nil // WithTx may run this again
 		c, err := tx.Change(id)
 		if err != nil || c.Status != ledger.Applied {
 			return err
 		}
 		c.Status, c.ErrorType, c.Error, c.UndoHash, c.UndoneBy, c.UpdatedAt = ledger.UndoFailed, "RunUndo", reason, "", by, g.now()
 		c.Failure, c.NothingWritten = ledger.FailureError, true // the segment's savepoint rolled the undo back
+		failed = c
 		return tx.UpdateChange(c, ledger.Applied)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		g.log.Error("run undo failure not recorded", "change_id", id, "err", err)
+	case failed != nil:
+		g.logTransition(ctx, failed, ledger.Applied, by)
 	}
+}
+
+// unreadState logs a run undo's failed read of c's current state in full
+// (see logFailure) and returns the reason the report gives for leaving c
+// as it is; when says when the read was made ("" while planning).
+func (g *Guard) unreadState(ctx context.Context, c *ledger.Change, when string, err error) string {
+	if when != "" {
+		when = " " + when
+	}
+	ref := g.logFailure(ctx, "observe failed in a run undo", err,
+		slog.String("change_id", c.ID), slog.String("action", c.Action), slog.String("run_id", c.RunID))
+	return "its current state could not be read" + when + ": " + ref + "; it is left as it is"
 }

@@ -28,7 +28,7 @@ func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *planStep
 	if r.observe != nil {
 		cur, err := r.observe(c.Payload)
 		if err != nil {
-			step.verdict, step.reason = verdictSkip, "its current state could not be read ("+typeName(err)+"); it is left as it is"
+			step.verdict, step.reason = verdictSkip, g.unreadState(ctx, c, "", err)
 			return
 		}
 		if !check(step, cur) {

@@ -196,7 +196,7 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, token, agentActor, false, nil)
+	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, agentActor, false, nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,
@@ -204,6 +204,19 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 // run and carries out that same plan; reviewed, when not nil, narrows
 // what it carries out to the changes a person confirmed.
 func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
+	ctx, end := g.start(ctx, Event{Step: StepUndoRun, RunID: r.ID, DryRun: dryRun})
+	rep, err := g.undoRunStep(ctx, r, dryRun, token, by, trusted, reviewed)
+	if end != nil {
+		out := Outcome{RunID: r.ID, Err: err, Failure: failureKind(err)}
+		if rep != nil {
+			out.Status = rep.Status
+		}
+		end(out)
+	}
+	return rep, err
+}
+
+func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return decodeReport(r.Report)

@@ -350,7 +350,7 @@ func (w *walk) externalStep(c *ledger.Change) planStep {
 		if !seen {
 			cur, err := w.currentState(res)
 			if err != nil {
-				step.verdict, step.reason = verdictSkip, "its current state could not be read ("+typeName(err)+"); it is left as it is"
+				step.verdict, step.reason = verdictSkip, w.g.unreadState(w.ctx, c, "", err)
 				w.settle(&step)
 				return step
 			}
