@@ -113,7 +113,7 @@ type frontDoor struct {
 
 	mu       sync.Mutex
 	holdPath string // "PUT /repos/…/labels" to hold; "" holds nothing
-	onHold   func() // runs once the held request arrived, before it waits
+	onHold   func() // runs once the held request arrived (after arrived is closed), before it waits
 	arrived  chan struct{}
 	release  chan struct{}
 	released sync.Once
@@ -134,10 +134,10 @@ func newFrontDoor(t *testing.T, gh *fakeGitHub) *frontDoor {
 			return
 		}
 		io.Copy(io.Discard, r.Body)
+		close(d.arrived) // before onHold, which may kill the caller: the test must see the arrival first
 		if onHold != nil {
 			onHold()
 		}
-		close(d.arrived)
 		<-d.release
 		// GitHub never got to it: the labels stay as they were.
 		http.Error(w, `{"message":"held by the test, never applied"}`, http.StatusServiceUnavailable)
