@@ -17,12 +17,12 @@ import (
 // that the observed state is still the one the preview saw, and runs the
 // operation's Apply on the stored payload.
 func (g *Guard) Apply(ctx context.Context, changeID, confirmationToken string) (*ApplyResult, error) {
-	return g.apply(ctx, nil, changeID, confirmationToken, agentActor, false)
+	return g.apply(ctx, nil, changeID, confirmationToken, g.agentBy(ctx, nil), false)
 }
 
 // Undo undoes an applied change with its undo token, as undo_change does.
 func (g *Guard) Undo(ctx context.Context, changeID, undoToken string) (*UndoResult, error) {
-	return g.undo(ctx, nil, changeID, undoToken, agentActor, false)
+	return g.undo(ctx, nil, changeID, undoToken, g.agentBy(ctx, nil), false)
 }
 
 // UndoAs undoes an applied change on behalf of a person acting through

@@ -479,7 +479,7 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal(err)
 		}
 		rec, _ := f.guard.Record(context.Background(), id)
-		if rec.UndoneBy != "person:ana" || rec.AppliedBy != "agent" {
+		if rec.UndoneBy != "person:ana" || rec.AppliedBy != "agent:test-client" {
 			t.Fatalf("applied by %q, undone by %q", rec.AppliedBy, rec.UndoneBy)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,8 +128,22 @@ func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.D
 	return scopeHash(s), nil
 }
 
-// agentActor is how the ledger names the agent as the one who took a step.
+// agentActor is how the ledger names the agent as the one who took a step,
+// when no principal is known; agentBy names the agent of a request.
 const agentActor = "agent"
+
+// agentBy names the agent behind req for the ledger: "agent:<principal>"
+// (see Options.Principal), or "agent" when there is none.
+func (g *Guard) agentBy(ctx context.Context, req *mcp.CallToolRequest) string {
+	if req == nil && g.opts.Principal == nil {
+		return agentActor
+	}
+	p, err := g.principalOf(ctx, req)
+	if err != nil || p == "" {
+		return agentActor
+	}
+	return agentActor + ":" + strings.ToValidUTF8(cut(p, 200), "")
+}
 
 // Person names a person acting through trusted code (a dashboard, a
 // support tool), as recorded in the ledger: "person:<name>".

@@ -166,8 +166,8 @@ func TestLog_TransitionsNameRunPrincipalAndFailure(t *testing.T) {
 		if r == nil {
 			t.Fatalf("no transition record %v; log:\n%s", k, logs.String())
 		}
-		if r["run_id"] != run.RunID || r["principal"] != "alice" || r["by"] != "agent" {
-			t.Errorf("record %v: run_id %v principal %v by %v, want %s, alice, agent", k, r["run_id"], r["principal"], r["by"], run.RunID)
+		if r["run_id"] != run.RunID || r["principal"] != "alice" || r["by"] != "agent:alice" {
+			t.Errorf("record %v: run_id %v principal %v by %v, want %s, alice, agent:alice", k, r["run_id"], r["principal"], r["by"], run.RunID)
 		}
 	}
 	failed := got[key{failID, "applying", "apply_failed"}]

@@ -76,6 +76,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	c := &ledger.Change{
 		ID:            newID(changeIDPrefix),
 		Action:        o.name,
+		PreviewedBy:   g.agentBy(ctx, req),
 		Status:        ledger.Pending,
 		ScopeHash:     scope,
 		RunID:         runID,
@@ -134,7 +135,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	if err != nil {
 		return nil, err
 	}
-	g.logTransition(ctx, c, "", agentActor)
+	g.logTransition(ctx, c, "", c.PreviewedBy)
 
 	res := &PreviewResult{
 		Status:            "preview",

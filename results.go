@@ -70,7 +70,12 @@ type ChangeStatus struct {
 	Error         string     `json:"error,omitempty" jsonschema:"the Go type name of the error that failed the change"`
 	// Failure says why an apply_failed or undo_failed change failed:
 	// state_changed, error, result_too_large or interrupted.
-	Failure string `json:"failure,omitempty" jsonschema:"why the change failed: state_changed, error, result_too_large or interrupted"`
+	// PreviewedBy, AppliedBy and UndoneBy name who took each step:
+	// "agent:<principal>", "agent", or "person:<name>".
+	PreviewedBy string `json:"previewed_by,omitempty"`
+	AppliedBy   string `json:"applied_by,omitempty"`
+	UndoneBy    string `json:"undone_by,omitempty"`
+	Failure     string `json:"failure,omitempty" jsonschema:"why the change failed: state_changed, error, result_too_large or interrupted"`
 	// NothingWritten is true when the library knows the failed change
 	// wrote nothing.
 	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"true when the failed change is known to have written nothing"`
@@ -95,6 +100,9 @@ func statusOf(c *ledger.Change) *ChangeStatus {
 		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
 		UndoneAt:       formatTime(c.UndoneAt),
 		Error:          c.ErrorType,
+		PreviewedBy:    c.PreviewedBy,
+		AppliedBy:      c.AppliedBy,
+		UndoneBy:       c.UndoneBy,
 		Failure:        string(c.Failure),
 		NothingWritten: c.NothingWritten,
 	}

@@ -235,7 +235,7 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 		}
 
 		rep := f.undoRun(run, dry["confirmation_token"])
-		if rep["dry_run"] != false || rep["status"] != "undone" || rep["undone_by"] != "agent" {
+		if rep["dry_run"] != false || rep["status"] != "undone" || rep["undone_by"] != "agent:test-client" {
 			t.Fatalf("undo = %v", rep)
 		}
 		if got := ids(rep["undone"]); !slices.Equal(got, []string{c4, c3, c2, c1}) {

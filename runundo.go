@@ -196,7 +196,7 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, agentActor, false, nil)
+	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, g.agentBy(ctx, req), false, nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,

@@ -194,7 +194,7 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[ApplyResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
-			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, agentActor, false)
+			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, g.agentBy(ctx, req), false)
 			return nil, res, g.toolError(err)
 		})
 		addTool(g, &mcp.Tool{
@@ -204,7 +204,7 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[UndoResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
-			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, agentActor, false)
+			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, g.agentBy(ctx, req), false)
 			return nil, res, g.toolError(err)
 		})
 	}

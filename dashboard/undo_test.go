@@ -164,12 +164,12 @@ func TestUndoRun_FromDashboardEqualsAgentsUndoRun(t *testing.T) {
 		if ra.Status != rb.Status || strings.ReplaceAll(ra.Note, sa.run, "RUN") != strings.ReplaceAll(rb.Note, sb.run, "RUN") {
 			t.Errorf("change %d: dashboard %s %q, agent %s %q", i, ra.Status, ra.Note, rb.Status, rb.Note)
 		}
-		if ra.UndoneBy != "" && (ra.UndoneBy != "person:ana" || rb.UndoneBy != "agent") {
-			t.Errorf("change %d undone by %q and %q, want person:ana and agent", i, ra.UndoneBy, rb.UndoneBy)
+		if ra.UndoneBy != "" && (ra.UndoneBy != "person:ana" || rb.UndoneBy != "agent:agent") {
+			t.Errorf("change %d undone by %q and %q, want person:ana and agent:agent (the agent's client is named agent)", i, ra.UndoneBy, rb.UndoneBy)
 		}
 	}
 	ra, rb := storedReport(t, a, sa), storedReport(t, b, sb)
-	if ra["undone_by"] != "person:ana" || rb["undone_by"] != "agent" {
+	if ra["undone_by"] != "person:ana" || rb["undone_by"] != "agent:agent" {
 		t.Errorf("undone_by = %v and %v", ra["undone_by"], rb["undone_by"])
 	}
 	delete(ra, "undone_by")

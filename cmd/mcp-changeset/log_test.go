@@ -64,7 +64,7 @@ func TestLog_AChangesWholeLifeInOrder(t *testing.T) {
 	f := populate(t)
 	id := f.ids["undone"]
 	entries := logLines(t, runL(t, f.path, "log", "--change", id, "--json"))
-	wantMoves := []string{">pending ", "pending>applying agent", "applying>applied agent", "applied>undoing agent", "undoing>undone agent"}
+	wantMoves := []string{">pending agent", "pending>applying agent", "applying>applied agent", "applied>undoing agent", "undoing>undone agent"}
 	if got := moves(entries); !reflect.DeepEqual(got, wantMoves) {
 		t.Fatalf("log --change %s = %v, want %v", id, got, wantMoves)
 	}
@@ -285,7 +285,7 @@ func TestLog_AProcessKilledMidApplyLeavesHistoryAndRowsInStep(t *testing.T) {
 	id := killMidApply(t, path)
 	// The claim committed with its entry; the apply that was killed left
 	// neither a transition nor an entry.
-	if got := moves(logLines(t, runL(t, path, "log", "--change", id, "--json"))); !reflect.DeepEqual(got, []string{">pending ", "pending>applying agent"}) {
+	if got := moves(logLines(t, runL(t, path, "log", "--change", id, "--json"))); !reflect.DeepEqual(got, []string{">pending agent", "pending>applying agent"}) {
 		t.Fatalf("after SIGKILL mid-apply the history is %v", got)
 	}
 	checkHistoryMatchesRows(t, path)

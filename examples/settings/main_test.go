@@ -57,7 +57,7 @@ func TestStdio_PreviewApplyReplayUndo(t *testing.T) {
 	}
 	defer l.Close()
 	ch, err := l.Get(context.Background(), prev.ChangeID)
-	if err != nil || ch.Status != ledger.Undone || ch.AppliedBy != "agent" {
+	if err != nil || ch.Status != ledger.Undone || ch.PreviewedBy != "agent:exampletest" || ch.AppliedBy != "agent:exampletest" || ch.UndoneBy != "agent:exampletest" {
 		t.Fatalf("ledger row: %+v %v", ch, err)
 	}
 }
