@@ -98,7 +98,8 @@ func TestNotes_CreateReplaceUndo(t *testing.T) {
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Fatal("undo of the create left the file")
 	}
-	if names := dirNames(t, dir); len(names) != 0 {
+	// Only the directory's lock file stays: no temporary file is left.
+	if names := dirNames(t, dir); len(names) != 1 || names[0] != lockFile {
 		t.Fatalf("left behind: %v", names)
 	}
 }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -21,4 +23,32 @@ func clearNonblock(f *os.File) error {
 		return err
 	}
 	return serr
+}
+
+// lockNotes takes the lock file of the notes directory for a
+// compare-and-swap, so that two processes serving one directory cannot
+// both pass the check of one note and both write it. The lock file is
+// opened as a note is (no blocking on a FIFO swapped in, regular files
+// only) and locked with flock, which the kernel releases if the process
+// dies.
+func (s *store) lockNotes() (unlock func(), err error) {
+	f, err := s.root.OpenFile(lockFile, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the notes' lock file: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("the notes' lock file %s is not a regular file", lockFile)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = syscall.Flock(int(fd), syscall.LOCK_EX) }); err != nil || ferr != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock the notes: %w", errors.Join(err, ferr))
+	}
+	return func() { f.Close() }, nil // closing the last descriptor releases the lock
 }

@@ -67,13 +67,9 @@ func TestRunRace_OneProcess_PostgreSQL(t *testing.T) {
 
 // TestRunRace_SameNoteAcrossProcesses races B's apply of a change to a
 // note against A's undo of the run's earlier change to the same note, in
-// two processes. CHANGESET_RACE_SAME_NOTE=1 runs it.
+// two processes: the notes' lock file (flock) keeps one of them from
+// writing over the other's check.
 func TestRunRace_SameNoteAcrossProcesses(t *testing.T) {
-	if os.Getenv("CHANGESET_RACE_SAME_NOTE") != "1" {
-		t.Skip("bug: two notes processes on one directory can both pass their check of one note and both write it " +
-			"(the example's compare-and-swap holds an in-process mutex only), so an apply and the undo of the " +
-			"same note both succeed and one write is lost; set CHANGESET_RACE_SAME_NOTE=1 to run it")
-	}
 	raceRuns(t, filepath.Join(t.TempDir(), "ledger.db"), raceMode{sameNote: true})
 }
 

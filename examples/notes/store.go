@@ -255,11 +255,22 @@ func (s *store) current(name string) (content []byte, existed bool, err error) {
 	return data, true, nil
 }
 
-// compareAndSwap checks, under s.mu, that name holds the content with hash
-// want ("" for no file), then calls write. It returns what was there.
+// lockFile is the notes directory's lock file (see lockNotes); its name
+// starts with a dot, so it is never a note.
+const lockFile = ".notes.lock"
+
+// compareAndSwap checks, under s.mu and the directory's lock file (which
+// other processes serving the directory take too), that name holds the
+// content with hash want ("" for no file), then calls write. It returns
+// what was there.
 func (s *store) compareAndSwap(name, want string, write func(existed bool) error) (previous []byte, existed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	unlock, err := s.lockNotes()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
 	// Checked explicitly, although the Guard's state check has already
 	// compared Observe: a link swapped in must never be written through.
 	if fi, err := s.root.Lstat(name); err == nil && !fi.Mode().IsRegular() {
