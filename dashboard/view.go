@@ -219,7 +219,7 @@ func (v viewer) timeline(r *ledger.Run, changes []*ledger.Change) []event {
 		if what == "" {
 			what = visible(c.Action)
 		}
-		evs = append(evs, event{At: c.CreatedAt, Kind: "previewed", Text: "Previewed: " + what, ChangeID: c.ID})
+		evs = append(evs, event{At: c.CreatedAt, Kind: "previewed", Text: "Previewed: " + what, ChangeID: c.ID, By: parseActor(c.PreviewedBy)})
 		if !c.AppliedAt.IsZero() {
 			evs = append(evs, event{At: c.AppliedAt, Kind: "applied", Text: "Applied: " + what, ChangeID: c.ID, By: parseActor(c.AppliedBy)})
 		}
