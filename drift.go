@@ -116,14 +116,4 @@ func describeDrift(d []Drift) string {
 }
 
 // quoteValue cuts a JSON value short for a sentence.
-func quoteValue(v json.RawMessage) string {
-	s := string(v)
-	if len(s) <= maxDriftValue {
-		return s
-	}
-	cut := maxDriftValue
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func quoteValue(v json.RawMessage) string { return cut(string(v), maxDriftValue) }

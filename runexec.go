@@ -180,12 +180,7 @@ func (e *execution) external(s *planStep) {
 			e.keep(s, changedSinceReview(driftOf(c.After, cur)), driftOf(c.After, cur))
 			return
 		}
-		if held, err := e.heldByDependency(nil, c); err != nil || held != "" {
-			if err != nil {
-				s.failed = "undo failed: " + agentText(err)
-			} else {
-				e.keep(s, held, nil)
-			}
+		if e.held(nil, s) {
 			return
 		}
 		_, err := e.g.undoChange(e.ctx, c.ID, "", c.ScopeHash, e.by, true)
@@ -275,6 +270,22 @@ func (e *execution) closeNoNetGroups(steps []planStep) {
 	}
 }
 
+// held reports whether s may not be undone now because of a dependency
+// (it is then kept with the reason) or because the check failed (s
+// records the failure). tx is the transaction to read in, or nil.
+func (e *execution) held(tx *ledger.Tx, s *planStep) bool {
+	reason, err := e.heldByDependency(tx, s.c)
+	switch {
+	case err != nil:
+		s.failed = "undo failed: " + agentText(err)
+	case reason != "":
+		e.keep(s, reason, nil)
+	default:
+		return false
+	}
+	return true
+}
+
 // heldByDependency returns why c may not be undone now: undoing it would
 // remove a resource that an applied change the undo keeps depends on.
 func (e *execution) heldByDependency(tx *ledger.Tx, c *ledger.Change) (string, error) {
@@ -317,12 +328,7 @@ func (e *execution) txSegment(steps []planStep) {
 			}
 			continue
 		}
-		if held, err := e.heldByDependency(tx, s.c); err != nil || held != "" {
-			if err != nil {
-				s.failed = "undo failed: " + agentText(err)
-			} else {
-				e.keep(s, held, nil)
-			}
+		if e.held(tx, s) {
 			continue
 		}
 		e.g.txUndo(e.ctx, tx, o, s, e.by, func(s *planStep, found json.RawMessage) bool {
