@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -137,9 +138,14 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	if err != nil {
 		return storedProposal{}, Refuse("the proposal's payload cannot be stored: %v", err)
 	}
-	entries := p.Diff
+	entries := withKinds(slices.Clone(p.Diff))
 	if entries == nil {
 		entries = []DiffEntry{}
+	}
+	for _, e := range entries {
+		if e.Kind != DiffAdded && e.Kind != DiffRemoved && e.Kind != DiffChanged {
+			return storedProposal{}, Refuse("the proposal's diff entry %q has kind %q; want added, removed or changed", e.Field, e.Kind)
+		}
 	}
 	diff, err := canonjson.Marshal(entries)
 	if err != nil {

@@ -47,18 +47,21 @@ type Snapshot struct {
 }
 
 // DiffEntry is one changed field. Field is the bare field name ("theme", not
-// a path). Before is nil for a field that is created, After is nil for one
-// that is removed. Both must be plain JSON values.
+// a path), or "" when the whole value is compared (see Diff). Kind says
+// whether the field was added (Before is nil), removed (After is nil) or
+// changed; left empty, it is inferred from which side is nil. Before and
+// After must be plain JSON values.
 type DiffEntry struct {
-	Field  string `json:"field"`
-	Before any    `json:"before"`
-	After  any    `json:"after"`
+	Field  string   `json:"field"`
+	Kind   DiffKind `json:"kind,omitempty"`
+	Before any      `json:"before"`
+	After  any      `json:"after"`
 }
 
 // DiffFields compares two flat maps and returns an entry for every key whose
 // value differs, sorted by key. A key missing from before (or a nil map) is
-// a creation, one missing from after a removal. Values are compared as JSON,
-// so 1 and 1.0 are equal.
+// added, one missing from after removed. Values are compared as JSON, so 1
+// and 1.0 are equal. Diff does the same for values of any type.
 func DiffFields(before, after map[string]any) []DiffEntry {
 	keys := make(map[string]struct{}, len(before)+len(after))
 	for k := range before {
@@ -71,10 +74,14 @@ func DiffFields(before, after map[string]any) []DiffEntry {
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		b, inBefore := before[k]
 		a, inAfter := after[k]
-		if inBefore && inAfter && sameJSON(b, a) {
-			continue
+		switch {
+		case !inBefore:
+			diff = append(diff, DiffEntry{Field: k, Kind: DiffAdded, After: a})
+		case !inAfter:
+			diff = append(diff, DiffEntry{Field: k, Kind: DiffRemoved, Before: b})
+		case !sameJSON(b, a):
+			diff = append(diff, DiffEntry{Field: k, Kind: DiffChanged, Before: b, After: a})
 		}
-		diff = append(diff, DiffEntry{Field: k, Before: b, After: a})
 	}
 	return diff
 }

@@ -25,9 +25,11 @@ type PreviewResult struct {
 }
 
 // DiffView is a diff entry as stored: Before and After are canonical JSON
-// (null for a created or removed field).
+// (null for an added or removed field), Kind is "added", "removed" or
+// "changed".
 type DiffView struct {
 	Field  string          `json:"field"`
+	Kind   string          `json:"kind" jsonschema:"added (the field did not exist before), removed (it does not exist after) or changed"`
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
 }
@@ -114,6 +116,16 @@ func diffViews(stored json.RawMessage) []DiffView {
 	out := []DiffView{}
 	_ = json.Unmarshal(stored, &out)
 	for i := range out {
+		if out[i].Kind == "" { // stored before kinds existed
+			switch {
+			case isNull(out[i].Before) && !isNull(out[i].After):
+				out[i].Kind = string(DiffAdded)
+			case isNull(out[i].After) && !isNull(out[i].Before):
+				out[i].Kind = string(DiffRemoved)
+			default:
+				out[i].Kind = string(DiffChanged)
+			}
+		}
 		if out[i].Before == nil {
 			out[i].Before = json.RawMessage("null")
 		}

@@ -1,13 +1,13 @@
 package changeset
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/internal/diffview"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -175,20 +175,30 @@ func moreLine(n int, noun string) string {
 	return fmt.Sprintf("• …and %d more %s, not shown here\n", n, noun)
 }
 
-// diffItem renders one diff entry as "field: from → to".
-func diffItem(field string, from, to json.RawMessage) string {
-	return clip(field, maxNameBytes) + ": " + renderValue(from) + " → " + renderValue(to)
-}
-
-// renderValue shows a stored canonical JSON value: a string in quotes with
-// JSON's escapes (a newline is \n), then neutralized, so that any control,
-// format or separator character JSON leaves raw becomes visible. A missing
-// value (a field created or removed) reads "(none)".
-func renderValue(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "(none)"
+// diffItems renders one diff entry as lines "field: from → to" by the
+// rules of package diffview (a nested object shows the nested fields that
+// differ; a side that does not exist reads "(none)", null reads null).
+// undo swaps the sides: it shows what the undo will do.
+func diffItems(d DiffView, undo bool) []string {
+	from, to, kind := d.Before, d.After, d.Kind
+	if undo {
+		from, to = to, from
+		switch kind {
+		case string(DiffAdded):
+			kind = string(DiffRemoved)
+		case string(DiffRemoved):
+			kind = string(DiffAdded)
+		}
 	}
-	return clip(string(raw), maxValueBytes)
+	var items []string
+	for _, l := range diffview.Lines(d.Field, kind, from, to) {
+		field := l.Field
+		if field == "" {
+			field = "(the whole value)"
+		}
+		items = append(items, clip(field, maxNameBytes)+": "+clip(diffview.Value(l.Before), maxValueBytes)+" → "+clip(diffview.Value(l.After), maxValueBytes))
+	}
+	return items
 }
 
 // changeMessage is the question for applying (purpose "apply") or undoing
@@ -197,11 +207,7 @@ func changeMessage(purpose string, c *ledger.Change) string {
 	diff := diffViews(c.Diff)
 	items := make([]string, 0, len(diff))
 	for _, d := range diff {
-		if purpose == purposeUndo {
-			items = append(items, diffItem(d.Field, d.After, d.Before))
-		} else {
-			items = append(items, diffItem(d.Field, d.Before, d.After))
-		}
+		items = append(items, diffItems(d, purpose == purposeUndo)...)
 	}
 	warnings := make([]string, 0, len(c.Warnings))
 	for _, w := range c.Warnings {

@@ -1,6 +1,7 @@
 package changeset
 
 import (
+	"github.com/mcp-changeset/changeset-go/ledger"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -77,5 +78,43 @@ func TestComposeMessage_StaysWithinTheLimitAndCountsWhatItLeavesOut(t *testing.T
 	small := composeMessage([]string{"Q?"}, []section{{"Items:", "items", []string{"a", "b"}}}, "F.")
 	if small != "Q?\n\nItems:\n• a\n• b\n\nF." {
 		t.Errorf("small message = %q", small)
+	}
+}
+
+// TestChangeMessage_DiffRules: the approval question shows a diff by the
+// rules the dashboard shares (package diffview): nested objects by the
+// fields that differ, an added field as "(none)" on its before side, null
+// as null; the undo question swaps the sides.
+func TestChangeMessage_DiffRules(t *testing.T) {
+	diff, err := Diff(
+		map[string]any{"address": map[string]any{"city": "Oslo", "zip": "0150"}, "email": nil},
+		map[string]any{"address": map[string]any{"city": "Bergen", "zip": "0150"}, "email": "a@b", "note": "new\nline"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := canonicalProposal(Proposal[int]{Diff: diff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ledger.Change{ID: "chg_1", Action: "edit", Summary: "Edit", Diff: sp.diff}
+	apply := changeMessage(purposeApply, c)
+	for _, want := range []string{
+		"• address.city: \"Oslo\" → \"Bergen\"\n",
+		"• email: null → \"a@b\"\n",
+		"• note: (none) → \"new\\nline\"\n",
+	} {
+		if !strings.Contains(apply, want) {
+			t.Errorf("apply question lacks %q:\n%s", want, apply)
+		}
+	}
+	if strings.Contains(apply, "zip") {
+		t.Errorf("apply question shows the unchanged nested field zip:\n%s", apply)
+	}
+	undo := changeMessage(purposeUndo, c)
+	for _, want := range []string{"• address.city: \"Bergen\" → \"Oslo\"\n", "• note: \"new\\nline\" → (none)\n", "• email: \"a@b\" → null\n"} {
+		if !strings.Contains(undo, want) {
+			t.Errorf("undo question lacks %q:\n%s", want, undo)
+		}
 	}
 }
