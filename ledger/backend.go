@@ -105,6 +105,15 @@ type ChangeFilter struct {
 	RunID         string
 	ScopeHash     Digest
 	UpdatedBefore time.Time // updated strictly before this instant
+	// UpdatedSince selects changes updated at or after this instant
+	// (mcp-changeset list --since, the dashboard's since filter).
+	UpdatedSince time.Time
+	// Action selects the changes of one operation, e.g. "set_setting".
+	Action string
+	// Text selects changes whose summary, action or resource contains it,
+	// ignoring the case of ASCII letters. It is matched literally (% and
+	// _ are not wildcards) and at most MaxFilterText bytes long.
+	Text string
 	// ExpiresAfter selects changes whose confirmation token expires
 	// strictly after this instant (pending previews still usable).
 	ExpiresAfter time.Time
@@ -120,6 +129,10 @@ type ChangeFilter struct {
 	Limit  int // at most this many; 0 means all
 }
 
+// MaxFilterText bounds ChangeFilter.Text: Ledger.ListChanges refuses a
+// longer search rather than send it to the database.
+const MaxFilterText = 200
+
 // ChangeKey is a change's place in a list, newest first: its creation time
 // and ID. A page's last key starts the next page (ChangeFilter.Before).
 type ChangeKey struct {
@@ -134,5 +147,6 @@ type RunFilter struct {
 	Kind          RunKind
 	SessionKey    Digest
 	UpdatedBefore time.Time // updated strictly before this instant
+	UpdatedSince  time.Time // updated at or after this instant
 	Limit         int
 }

@@ -257,6 +257,9 @@ func (l *Ledger) List(ctx context.Context, statuses ...Status) ([]*Change, error
 
 // ListChanges returns the changes that match f, newest first.
 func (l *Ledger) ListChanges(ctx context.Context, f ChangeFilter) ([]*Change, error) {
+	if len(f.Text) > MaxFilterText {
+		return nil, fmt.Errorf("ledger: the search text is %d bytes; at most %d are allowed", len(f.Text), MaxFilterText)
+	}
 	return l.b.ListChanges(ctx, l.b.DB(), f)
 }
 

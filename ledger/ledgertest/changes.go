@@ -30,6 +30,7 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"UpdateOfMissingChangeIsNotFound", testChangeUpdateMissing},
 		{"ConstraintsRefuseInvalidRows", testChangeConstraints},
 		{"ListFiltersNewestFirst", testChangeList},
+		{"ListSearchesActionTextAndTime", testChangeSearch},
 		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},
 		{"DependsOnFindsEachChangeOnceAndForgetsDeletedOnes", testChangeDependsOn},
 		{"PagingVisitsEveryChangeOnceNewestFirst", testChangePaging},
@@ -365,6 +366,50 @@ func testChangeList(t *testing.T, h Harness) {
 	}
 	if got := changeIDs(t, l, ledger.ChangeFilter{RunID: "run_none"}); len(got) != 0 {
 		t.Errorf("empty result: %v", got)
+	}
+}
+
+// testChangeSearch: the filters behind the dashboard's search and the
+// CLI's --action and --since. Text matches summary, action or resource,
+// ignoring ASCII case, literally (LIKE's wildcards are plain characters).
+func testChangeSearch(t *testing.T, h Harness) {
+	l, _ := open(t, h)
+	add := func(id, action, summary, resource string, updated time.Time) {
+		c := pendingChange(id, sec(1))
+		c.Action, c.Summary, c.Resource, c.UpdatedAt = action, summary, resource, updated
+		insertChanges(t, l, c)
+	}
+	add("chg_1", "set_setting", "Set theme to dark", "setting:theme", sec(1))
+	add("chg_2", "write_note", "Write TODO.txt (100% done)", "note:todo.txt", sec(5))
+	add("chg_3", "delete_note", "Delete a_b.txt", "note:a_b.txt", sec(9))
+	add("chg_4", "set_setting", `Set path to C:\tmp`, "", sec(10))
+	for _, tc := range []struct {
+		f    ledger.ChangeFilter
+		want string
+	}{
+		{ledger.ChangeFilter{Action: "set_setting"}, "chg_4 chg_1"},
+		{ledger.ChangeFilter{Action: "set"}, ""},
+		{ledger.ChangeFilter{Text: "THEME"}, "chg_1"},
+		{ledger.ChangeFilter{Text: "note"}, "chg_3 chg_2"},          // action and resource
+		{ledger.ChangeFilter{Text: "todo.txt"}, "chg_2"},            // summary and resource
+		{ledger.ChangeFilter{Text: "100%"}, "chg_2"},                // % is literal
+		{ledger.ChangeFilter{Text: "%"}, "chg_2"},                   // not "anything"
+		{ledger.ChangeFilter{Text: "a_b"}, "chg_3"},                 // _ is literal
+		{ledger.ChangeFilter{Text: "_"}, "chg_4 chg_3 chg_2 chg_1"}, // every action has one
+		{ledger.ChangeFilter{Text: `C:\tmp`}, "chg_4"},              // so is the escape character
+		{ledger.ChangeFilter{Text: `\`}, "chg_4"},
+		{ledger.ChangeFilter{Text: "' OR 1=1 --"}, ""},
+		{ledger.ChangeFilter{UpdatedSince: sec(5)}, "chg_4 chg_3 chg_2"},
+		{ledger.ChangeFilter{UpdatedSince: sec(5).Add(time.Nanosecond)}, "chg_4 chg_3"},
+		{ledger.ChangeFilter{UpdatedSince: sec(5), Action: "set_setting"}, "chg_4"},
+		{ledger.ChangeFilter{UpdatedSince: sec(2), UpdatedBefore: sec(10), Text: "note"}, "chg_3 chg_2"},
+	} {
+		if got := strings.Join(changeIDs(t, l, tc.f), " "); got != tc.want {
+			t.Errorf("ListChanges(%+v) = %q, want %q", tc.f, got, tc.want)
+		}
+	}
+	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{Text: strings.Repeat("x", ledger.MaxFilterText+1)}); err == nil {
+		t.Error("a search text over MaxFilterText was accepted")
 	}
 }
 

@@ -210,6 +210,10 @@ func testRunList(t *testing.T, h Harness) {
 		{ledger.RunFilter{UpdatedBefore: sec(5).Add(time.Nanosecond)}, "run_5 run_3b run_3a run_2 run_1"},
 		{ledger.RunFilter{UpdatedBefore: sec(5).Add(-time.Nanosecond)}, "run_3b run_3a run_2 run_1"},
 		{ledger.RunFilter{UpdatedBefore: sec(11), Kind: ledger.RunSession, ScopeHash: "a"}, "run_5 run_4 run_3b"},
+		// At or after, also with nanoseconds.
+		{ledger.RunFilter{UpdatedSince: sec(5)}, "run_6 run_5 run_4"},
+		{ledger.RunFilter{UpdatedSince: sec(5).Add(time.Nanosecond)}, "run_6 run_4"},
+		{ledger.RunFilter{UpdatedSince: sec(3), UpdatedBefore: sec(5)}, "run_3b run_3a"},
 	} {
 		rs, err := l.ListRuns(ctx, tc.f)
 		if err != nil {

@@ -84,6 +84,20 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 	if !f.UpdatedBefore.IsZero() {
 		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
 	}
+	if !f.UpdatedSince.IsZero() {
+		w.Cond("updated_at >= " + w.Arg(CeilMicro(f.UpdatedSince)))
+	}
+	if f.Action != "" {
+		w.Cond("action = " + w.Arg(f.Action))
+	}
+	if f.Text != "" {
+		pattern := "%" + likeEscape(strings.ToLower(f.Text)) + "%"
+		var ors []string
+		for _, col := range []string{"summary", "action", "resource"} {
+			ors = append(ors, "LOWER("+col+") LIKE "+w.Arg(pattern)+` ESCAPE '\'`)
+		}
+		w.Cond("(" + strings.Join(ors, " OR ") + ")")
+	}
 	if f.DependsOn != "" {
 		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
 	}
@@ -132,7 +146,16 @@ func RunWhere(d Dialect, f ledger.RunFilter) *Where {
 	if !f.UpdatedBefore.IsZero() {
 		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
 	}
+	if !f.UpdatedSince.IsZero() {
+		w.Cond("updated_at >= " + w.Arg(CeilMicro(f.UpdatedSince)))
+	}
 	return w
+}
+
+// likeEscape escapes LIKE's wildcards and its escape character, so that
+// a search matches its text literally.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
 }
 
 // strs converts statuses to strings.
