@@ -124,7 +124,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 				return err
 			}
 		case sessionKey != "":
-			id, err := g.sessionRun(tx, req, sessionKey, scope, now)
+			id, err := g.sessionRun(tx, req, sessionKey, scope, now, c.PreviewedBy)
 			if err != nil {
 				return err
 			}

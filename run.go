@@ -74,7 +74,11 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 	}
 	now := g.now()
 	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: now, UpdatedAt: now}
-	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRun(r) }); err != nil {
+	by := "" // trusted code starting a run is nobody the ledger can name
+	if req != nil {
+		by = g.agentBy(ctx, req)
+	}
+	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRunBy(r, by) }); err != nil {
 		return nil, err
 	}
 	g.log.Info("run started", "run_id", r.ID)

@@ -121,8 +121,9 @@ func (g *Guard) statelessHint(req *mcp.CallToolRequest) bool {
 
 // sessionRun returns the open session run of req that a preview at now
 // joins, starting one when there is none or the last one sat idle for
-// SessionRunIdle. It runs in the preview's transaction.
-func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope ledger.Digest, now time.Time) (string, error) {
+// SessionRunIdle. It runs in the preview's transaction; by names the
+// previewer, who starts a new run.
+func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope ledger.Digest, now time.Time, by string) (string, error) {
 	runs, err := tx.Runs(ledger.RunFilter{ScopeHash: scope, Kind: ledger.RunSession, SessionKey: key, Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})
 	if err != nil {
 		return "", err
@@ -150,7 +151,7 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 	}
 	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
 		Kind: ledger.RunSession, SessionKey: key, CreatedAt: now, UpdatedAt: now}
-	if err := tx.InsertRun(r); err != nil {
+	if err := tx.InsertRunBy(r, by); err != nil {
 		return "", err
 	}
 	g.log.Info("session run started", "run_id", r.ID)

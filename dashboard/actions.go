@@ -48,7 +48,7 @@ func (d *Dashboard) renderDryRun(w http.ResponseWriter, r *http.Request, code in
 	if !ok {
 		return
 	}
-	rd, err := d.runData(run, changes, "")
+	rd, err := d.runData(r.Context(), run, changes, nil)
 	if err != nil {
 		d.internalError(w, r, err)
 		return

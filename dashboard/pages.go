@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -150,15 +151,14 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: data})
 }
 
-// maxTimeline caps the events a run's timeline shows (the newest).
-const maxTimeline = 100
-
 // runData is the data of the run page and of the dry-run page.
 type runData struct {
-	Run        runView
-	Changes    []changeView
-	Timeline   []event
-	Earlier    int // timeline events left out, oldest first
+	Run     runView
+	Changes []changeView
+	// Timeline is a page of the run's history; StartedBy names who
+	// started the run, from its first history entry (nil: nobody known).
+	Timeline   timelineView
+	StartedBy  *actor
 	Report     *reportView
 	CanDryRun  bool
 	AnyApplied bool
@@ -216,12 +216,19 @@ func pageOf(changes []*ledger.Change, before string, data *runData) []*ledger.Ch
 	return changes[start:end]
 }
 
-func (d *Dashboard) runData(run *ledger.Run, changes []*ledger.Change, before string) (runData, error) {
+func (d *Dashboard) runData(ctx context.Context, run *ledger.Run, changes []*ledger.Change, q url.Values) (runData, error) {
 	v := d.viewer()
-	data := runData{Run: v.run(run, changes), Timeline: v.timeline(run, changes), CanDryRun: run.Status == ledger.RunOpen}
-	if n := len(data.Timeline) - maxTimeline; n > 0 {
-		data.Timeline, data.Earlier = data.Timeline[n:], n
+	data := runData{Run: v.run(run, changes), CanDryRun: run.Status == ledger.RunOpen}
+	names := summaries(changes)
+	tl, first, err := d.runTimeline(ctx, run.ID, timelineCursor(q.Get("tl")), names)
+	if err != nil {
+		return data, err
 	}
+	data.Timeline = tl
+	if first != nil {
+		data.StartedBy = parseActor(first.By)
+	}
+	before := q.Get("before")
 	for _, c := range changes {
 		data.AnyApplied = data.AnyApplied || c.Status == ledger.Applied
 	}
@@ -234,7 +241,7 @@ func (d *Dashboard) runData(run *ledger.Run, changes []*ledger.Change, before st
 			return data, err
 		}
 		rep.ConfirmationToken = "" // a stored report never holds one; be certain
-		data.Report = report(&rep, summaries(changes))
+		data.Report = report(&rep, names)
 	}
 	return data, nil
 }
@@ -248,7 +255,7 @@ func (d *Dashboard) runPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) renderRun(w http.ResponseWriter, r *http.Request, code int, run *ledger.Run, changes []*ledger.Change, problem string) {
-	data, err := d.runData(run, changes, r.URL.Query().Get("before"))
+	data, err := d.runData(r.Context(), run, changes, r.URL.Query())
 	if err != nil {
 		d.internalError(w, r, err)
 		return
@@ -306,6 +313,7 @@ func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
 type changeData struct {
 	Change   changeView
 	RunLabel string
+	Timeline timelineView
 }
 
 func (d *Dashboard) changePage(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +326,12 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 		return
 	}
 	data := changeData{Change: d.viewer().change(c)}
+	tl, err := d.changeTimeline(r.Context(), c)
+	if err != nil {
+		d.internalError(w, r, err)
+		return
+	}
+	data.Timeline = tl
 	if c.RunID != "" {
 		if run, err := d.guard.Ledger().GetRun(r.Context(), c.RunID); err == nil {
 			data.RunLabel = visible(run.Label)

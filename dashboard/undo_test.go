@@ -95,7 +95,7 @@ func TestUndoRun_ConfirmUndoesAsAPersonAndShowsTheStoredReport(t *testing.T) {
 	page := c.get("/runs/" + s.run)
 	mustContain(t, "run page after undo", page.Body,
 		"Run partly undone by person:ana", "Undo report", "This report is stored with the run",
-		`<span class="badge st-partially_undone">partially undone</span>`, `<span class="who person"`, ">ana</span>",
+		`<span class="badge st-partially_undone">partially undone</span>`, `<span class="who person"`, ">person:ana</span>",
 		"Undone", "Skipped", "its resource changed after it was applied", "No net change", "Cannot be undone exactly",
 		"Undone: Set theme to")
 	if strings.Contains(page.Body, "/dry-run") {

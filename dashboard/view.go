@@ -64,19 +64,9 @@ type changeView struct {
 	Undoable, Transactional                      bool
 	CanUndo                                      bool
 	UndoNote                                     string // why it cannot be undone here
-	AppliedBy, UndoneBy                          *actor
+	PreviewedBy, AppliedBy, UndoneBy             *actor
 	Created, Updated, Expires                    *stamp
 	Applied, UndoExpires, Undone                 *stamp
-}
-
-// event is one line of a run's timeline.
-type event struct {
-	At       time.Time
-	When     *stamp
-	Kind     string // for the dot's colour: started, previewed, applied, failed, undone, expired
-	Text     string
-	ChangeID string
-	By       *actor
 }
 
 // reportView is a run's undo report (a dry run's plan or the stored report).
@@ -192,7 +182,7 @@ func (v viewer) change(c *ledger.Change) changeView {
 		HasBefore: len(c.Before) > 0, HasAfter: len(c.After) > 0,
 		ErrorType: visible(c.ErrorType), Error: visible(c.Error), Note: visible(c.Note),
 		Undoable: c.Undoable, Transactional: c.Transactional,
-		AppliedBy: parseActor(c.AppliedBy), UndoneBy: parseActor(c.UndoneBy),
+		PreviewedBy: parseActor(c.PreviewedBy), AppliedBy: parseActor(c.AppliedBy), UndoneBy: parseActor(c.UndoneBy),
 		Created: v.stamp(c.CreatedAt), Updated: v.stamp(c.UpdatedAt), Expires: v.stamp(c.ExpiresAt),
 		Applied: v.stamp(c.AppliedAt), UndoExpires: v.stamp(c.UndoExpiresAt), Undone: v.stamp(c.UndoneAt),
 	}
@@ -209,38 +199,6 @@ func (v viewer) change(c *ledger.Change) changeView {
 		cv.CanUndo = true
 	}
 	return cv
-}
-
-// timeline tells a run's story, oldest first.
-func (v viewer) timeline(r *ledger.Run, changes []*ledger.Change) []event {
-	evs := []event{{At: r.CreatedAt, Kind: "started", Text: "Run started"}}
-	for _, c := range changes {
-		what := visible(c.Summary)
-		if what == "" {
-			what = visible(c.Action)
-		}
-		evs = append(evs, event{At: c.CreatedAt, Kind: "previewed", Text: "Previewed: " + what, ChangeID: c.ID, By: parseActor(c.PreviewedBy)})
-		if !c.AppliedAt.IsZero() {
-			evs = append(evs, event{At: c.AppliedAt, Kind: "applied", Text: "Applied: " + what, ChangeID: c.ID, By: parseActor(c.AppliedBy)})
-		}
-		switch c.Status {
-		case ledger.ApplyFailed, ledger.UndoFailed:
-			evs = append(evs, event{At: c.UpdatedAt, Kind: "failed", Text: strings.ReplaceAll(string(c.Status), "_", " ") + ": " + what, ChangeID: c.ID})
-		case ledger.Expired:
-			evs = append(evs, event{At: c.UpdatedAt, Kind: "expired", Text: "Expired without being applied: " + what, ChangeID: c.ID})
-		}
-		if !c.UndoneAt.IsZero() {
-			evs = append(evs, event{At: c.UndoneAt, Kind: "undone", Text: "Undone: " + what, ChangeID: c.ID, By: parseActor(c.UndoneBy)})
-		}
-	}
-	if r.Status == ledger.RunUndone || r.Status == ledger.RunPartiallyUndone {
-		evs = append(evs, event{At: r.UpdatedAt, Kind: "undone", Text: "Run " + strings.ReplaceAll(string(r.Status), "_", " "), By: parseActor(r.UndoneBy)})
-	}
-	slices.SortStableFunc(evs, func(a, b event) int { return a.At.Compare(b.At) })
-	for i := range evs {
-		evs[i].When = v.stamp(evs[i].At)
-	}
-	return evs
 }
 
 // report builds the view of a run report; summaries names the run's changes

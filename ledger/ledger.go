@@ -126,12 +126,23 @@ func (tx *Tx) Runs(f RunFilter) ([]*Run, error) { return tx.b.ListRuns(tx.ctx, t
 // Run reads a run inside the transaction.
 func (tx *Tx) Run(id string) (*Run, error) { return tx.b.GetRun(tx.ctx, tx.tx, id) }
 
-// InsertRun stores a new run, and its first history entry ("" → open).
-func (tx *Tx) InsertRun(r *Run) error {
+// InsertRun stores a new run, and its first history entry ("" → open),
+// made by nobody (the library). InsertRunBy names who started it.
+func (tx *Tx) InsertRun(r *Run) error { return tx.InsertRunBy(r, "") }
+
+// InsertRunBy stores a new run, and its first history entry ("" → open)
+// made by by (e.g. "agent:alice", who called start_run or whose preview
+// opened a session run). The run's row does not record who started it:
+// its first history entry does.
+func (tx *Tx) InsertRunBy(r *Run, by string) error {
 	if err := tx.b.InsertRun(tx.ctx, tx.tx, r); err != nil {
 		return err
 	}
-	return tx.appendHistory(runEntry(r, "", nil))
+	var who *actor
+	if by != "" {
+		who = &actor{by: by}
+	}
+	return tx.appendHistory(runEntry(r, "", who))
 }
 
 // UpdateRun writes r back if its status is still from. A move from from

@@ -1,0 +1,190 @@
+package dashboard
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+)
+
+// A timeline is read from the ledger's history (Ledger.History): one line
+// per transition of a change or a run, in the order they committed, with
+// who made it, when, and the entry's note. The history holds exactly the
+// transitions the rows went through, so the timeline never reconstructs
+// a story from a row's last state.
+
+// maxTimeline caps the transitions one page of a timeline shows: the
+// newest, with a link to the earlier ones.
+const maxTimeline = 100
+
+// maxChangeTimeline bounds a change's own timeline. The state machine has
+// no cycle, so a change makes at most five transitions; the bound is there
+// so that a damaged ledger cannot make the page grow.
+const maxChangeTimeline = 50
+
+// maxNote is how much of a history entry's note a timeline shows.
+const maxNote = 300
+
+// event is one line of a timeline.
+type event struct {
+	Seq      int64
+	When     *stamp
+	Kind     string // for the dot's colour: started, previewed, claimed, applied, failed, undone, expired, reopened
+	Text     string
+	ChangeID string
+	By       *actor
+	Note     string
+}
+
+// timelineView is a page of a timeline: Events oldest first, the newest
+// page unless Later says there are newer transitions.
+type timelineView struct {
+	Events []event
+	// Earlier counts the transitions before the first shown; EarlierCursor
+	// is the value of the "tl" query parameter that shows them.
+	Earlier       int
+	EarlierCursor int64
+	// Later says transitions after the last shown exist (this is not the
+	// newest page).
+	Later bool
+	// Path is the page the timeline's links lead to ("" on a change's
+	// page, whose timeline needs no links).
+	Path string
+}
+
+// runTimeline reads the history of run id and returns the page of at
+// most maxTimeline transitions that ends before the entry with Seq
+// before (0: the newest page). names gives each change's summary. It also
+// returns the run's first entry, which names who started it (nil for a
+// run from before the history existed).
+func (d *Dashboard) runTimeline(ctx context.Context, id string, before int64, names map[string]string) (timelineView, *ledger.HistoryEntry, error) {
+	entries, err := d.guard.Ledger().History(ctx, ledger.HistoryFilter{RunID: id})
+	if err != nil {
+		return timelineView{}, nil, err
+	}
+	var first *ledger.HistoryEntry
+	for i, e := range entries {
+		if e.ChangeID == "" && e.From == "" {
+			first = &entries[i]
+			break
+		}
+	}
+	end := len(entries)
+	if before > 0 {
+		end = 0
+		for end < len(entries) && entries[end].Seq < before {
+			end++
+		}
+	}
+	start := max(0, end-maxTimeline)
+	tv := timelineView{Later: end < len(entries), Earlier: start, Path: "/runs/" + id}
+	if start > 0 {
+		tv.EarlierCursor = entries[start].Seq
+	}
+	v := d.viewer()
+	for _, e := range entries[start:end] {
+		tv.Events = append(tv.Events, v.event(e, names[e.ChangeID]))
+	}
+	return tv, first, nil
+}
+
+// changeTimeline reads the history of change c.
+func (d *Dashboard) changeTimeline(ctx context.Context, c *ledger.Change) (timelineView, error) {
+	entries, err := d.guard.Ledger().History(ctx, ledger.HistoryFilter{ChangeID: c.ID, Limit: maxChangeTimeline + 1})
+	if err != nil {
+		return timelineView{}, err
+	}
+	tv := timelineView{}
+	if len(entries) > maxChangeTimeline {
+		entries, tv.Later = entries[:maxChangeTimeline], true
+	}
+	v := d.viewer()
+	for _, e := range entries {
+		tv.Events = append(tv.Events, v.event(e, ""))
+	}
+	return tv, nil
+}
+
+// timelineCursor reads the optional "tl" query parameter: the sequence
+// number before which the timeline's page ends, or 0 for the newest page.
+func timelineCursor(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// event words one history entry; what names the change (its summary or
+// action), empty for a run's own entry or on the change's own page.
+func (v viewer) event(e ledger.HistoryEntry, what string) event {
+	ev := event{Seq: e.Seq, When: v.stamp(e.At), ChangeID: e.ChangeID, By: parseActor(e.By), Note: visible(cutNote(e.Note))}
+	if e.ChangeID == "" {
+		ev.Kind, ev.Text = runWords(e.From, ledger.RunStatus(e.To))
+		return ev
+	}
+	ev.Kind, ev.Text = changeWords(e.From, ledger.Status(e.To))
+	if what != "" {
+		ev.Text += ": " + what
+	}
+	return ev
+}
+
+// changeWords says what a change's move to to means.
+func changeWords(from string, to ledger.Status) (kind, text string) {
+	switch to {
+	case ledger.Pending:
+		return "previewed", "Previewed"
+	case ledger.Applying:
+		return "claimed", "Apply started"
+	case ledger.Applied:
+		if from == string(ledger.Pending) {
+			return "applied", "Applied (in one transaction)"
+		}
+		return "applied", "Applied"
+	case ledger.ApplyFailed:
+		return "failed", "Apply failed"
+	case ledger.Expired:
+		return "expired", "Expired without being applied"
+	case ledger.Undoing:
+		return "claimed", "Undo started"
+	case ledger.Undone:
+		return "undone", "Undone"
+	case ledger.UndoFailed:
+		return "failed", "Undo failed"
+	}
+	return "other", "Moved to " + label(visible(string(to)))
+}
+
+// runWords says what a run's move to to means.
+func runWords(from string, to ledger.RunStatus) (kind, text string) {
+	switch {
+	case to == ledger.RunOpen && from == "":
+		return "started", "Run started"
+	case to == ledger.RunOpen:
+		return "reopened", "Run undo stopped; the run is open again"
+	case to == ledger.RunUndoing:
+		return "claimed", "Run undo started"
+	case to == ledger.RunUndone:
+		return "undone", "Run undone"
+	case to == ledger.RunPartiallyUndone:
+		return "undone", "Run partly undone"
+	}
+	return "other", "Run moved to " + label(visible(string(to)))
+}
+
+func label(s string) string { return strings.ReplaceAll(s, "_", " ") }
+
+// cutNote shortens a note to maxNote bytes, on a rune boundary.
+func cutNote(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	cut := maxNote
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
