@@ -88,7 +88,20 @@ func TestBalancer_ReplicasBehindHAProxy(t *testing.T) {
 	if p.StructuredContent["confirmation_token"] != nil {
 		t.Fatalf("with user approval a preview returns no token: %v", p.StructuredContent)
 	}
-	d.call("get_change_status", map[string]any{"change_id": id}) // shifts the round robin by one
+	// The SDK's own callTool speaks 2025-11-25, so the server cannot ask
+	// the user: a tool error, nothing spent.
+	var legacy outcome
+	d.read(d.send(map[string]any{"op": "call", "tool": "apply_change", "args": map[string]any{"change_id": id}}), &legacy)
+	if !legacy.IsError || !strings.Contains(legacy.Error, "nothing was spent") {
+		t.Fatalf("apply_change over protocol %s: %+v, want a tool error that spends nothing", d.hello.ProtocolVersion, legacy)
+	}
+	t.Logf("apply_change over %s: %s", d.hello.ProtocolVersion, legacy.Error)
+	// Round robin alternates: reads until the last one landed on the other
+	// replica put the question on the preview's replica and the answer on
+	// the other.
+	for i, last := 0, legacy.Replica; last == p.Replica && i < 4; i++ {
+		last = d.call("get_change_status", map[string]any{"change_id": id}).Replica
+	}
 	ap := d.approve("apply_change", map[string]any{"change_id": id})
 	if ap.Result.StructuredContent["status"] != "applied" || !strings.Contains(ap.Ask.Message, "one.txt") {
 		t.Fatalf("apply: %+v; the user was asked %q", ap.Result, ap.Ask.Message)
