@@ -18,6 +18,10 @@ type Flags struct {
 	AuthTokenFile string // --auth-token-file: see BearerTokensFromFile
 	AllowRemote   bool   // --allow-remote: listen beyond loopback
 	Dashboard     string // --dashboard: serve the dashboard on this address
+	// UserApproval (--user-approval): the user approves every write in the
+	// client, through form elicitation; it sets Options.Approval to
+	// changeset.UserApproval. See docs/approval.md.
+	UserApproval bool
 	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
 	// HTTPOptions.AllowedHosts.
 	AllowedHosts []string
@@ -29,7 +33,7 @@ type Flags struct {
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true, "user-approval": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -56,6 +60,8 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 			}
 			return nil
 		})
+	fs.BoolVar(&f.UserApproval, "user-approval", false,
+		"the user approves every write in the client (form elicitation) instead of the agent presenting a token; over --stateless only clients on protocol 2026-07-28 can be asked")
 	fs.StringVar(&f.Dashboard, "dashboard", "",
 		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
 }

@@ -37,7 +37,7 @@ type Program struct {
 	// Options adjusts the Guard's options before changeset.New, for
 	// example to turn on user approval. LedgerPath, Logger, ScopeFunc
 	// (ScopeFromRequest) and Principal (PrincipalFromRequest) are already
-	// set. Optional.
+	// set, and Approval is UserApproval with --user-approval. Optional.
 	Options func(o *changeset.Options)
 	// Verifier, when set, checks HTTP callers' bearer tokens instead of
 	// --auth-token-file (which then becomes optional): plug in your own
@@ -61,7 +61,9 @@ type Program struct {
 //     identity becomes the scope and the principal of its changes;
 //     --stateless keeps no sessions, for replicas behind a load balancer;
 //   - with --dashboard ADDR, the dashboard for people beside it, its login
-//     URL printed once to standard error.
+//     URL printed once to standard error;
+//   - with --user-approval, the user approves every write in the client
+//     (changeset.UserApproval) instead of the agent presenting a token.
 //
 // It serves until the client disconnects (stdio) or the process gets
 // SIGINT or SIGTERM, then stops gracefully and returns, so that main
@@ -138,6 +140,9 @@ func run(p Program, f Flags) error {
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: p.Name, Version: version}, nil)
 	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest}
+	if f.UserApproval {
+		opts.Approval = changeset.UserApproval
+	}
 	if p.Options != nil {
 		p.Options(&opts)
 	}
