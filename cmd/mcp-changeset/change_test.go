@@ -23,6 +23,10 @@ func TestChangingCommands_WithoutYesOnlyReportAndExit2(t *testing.T) {
 		{[]string{"expire"}, []string{"would expire 2 pending changes", f.ids["stale"], f.ids["old_pending"], "--yes"}},
 		{[]string{"prune", "--older-than-days", "30"}, []string{"would delete 3 changes and 1 run", f.ids["old_undone"], f.ids["old_apply_failed"], f.ids["old_expired"], f.ids["old_run"], "--yes"}},
 		{[]string{"prune", "--older-than-days", "30", "--include-applied"}, []string{"would delete 5 changes", f.ids["old_applied_noundo"], f.ids["old_applied_closed"]}},
+		// --older-than takes the durations the other commands take.
+		{[]string{"prune", "--older-than", "30d"}, []string{"would delete 3 changes and 1 run", f.ids["old_undone"], f.ids["old_run"]}},
+		{[]string{"prune", "--older-than", "720h", "--include-applied"}, []string{"would delete 5 changes"}},
+		{[]string{"prune", "--older-than", "1000d"}, []string{"would delete 0 changes and 0 runs"}},
 		// Nothing to do is still a dry run.
 		{[]string{"prune", "--older-than-days", "1000"}, []string{"would delete 0 changes and 0 runs", "--yes"}},
 	} {
@@ -197,8 +201,12 @@ func TestPrune_UsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"prune"}, "--older-than-days is required"},
-		{[]string{"prune", "--yes"}, "--older-than-days is required"},
+		{[]string{"prune"}, "--older-than D (or --older-than-days N) is required"},
+		{[]string{"prune", "--yes"}, "--older-than D (or --older-than-days N) is required"},
+		{[]string{"prune", "--older-than", "3d", "--older-than-days", "3"}, "not both"},
+		{[]string{"prune", "--older-than", "-3d"}, "negative"},
+		{[]string{"prune", "--older-than", "soon"}, "invalid value"},
+		{[]string{"prune", "--older-than", "40000d"}, "at most 36500d"},
 		{[]string{"prune", "--older-than-days", "-3"}, "between 0 and"},
 		{[]string{"prune", "--older-than-days", "ten"}, "invalid value"},
 		{[]string{"prune", "--older-than-days", "3", "--keep", "-1"}, "--keep must not be negative"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -19,6 +20,8 @@ type ListCommand struct {
 	status string
 	run    string
 	by     string
+	action string
+	since  time.Duration
 	limit  int
 	json   bool
 }
@@ -29,6 +32,8 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.status, "status", "", "only changes in these statuses (comma-separated)")
 	fs.StringVar(&c.run, "run", "", "only changes of this run")
 	fs.StringVar(&c.by, "by", "", "only changes this actor previewed, applied or undid")
+	fs.StringVar(&c.action, "action", "", "only changes of this operation")
+	fs.Var(durationFlag{&c.since}, "since", "only changes updated in the last D (90m, 24h, 7d)")
 	fs.IntVar(&c.limit, "limit", defaultLimit, "print at most N changes, the newest; 0 for all")
 	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
@@ -59,7 +64,10 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	f := ledger.ChangeFilter{Statuses: statuses, RunID: c.run, By: c.by}
+	f := ledger.ChangeFilter{Statuses: statuses, RunID: c.run, By: c.by, Action: c.action}
+	if c.since > 0 {
+		f.UpdatedSince = c.main.Now().Add(-c.since)
+	}
 	if c.limit > 0 {
 		f.Limit = c.limit + 1 // one more tells whether the list was cut
 	}
@@ -69,7 +77,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.limit > 0 && len(changes) > c.limit {
 		changes = changes[:c.limit]
-		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset list: showing the newest %d changes; older ones exist (narrow with --status, --run or --by, or raise --limit)\n", c.limit)
+		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset list: showing the newest %d changes; older ones exist (narrow with --status, --run, --by, --action or --since, or raise --limit)\n", c.limit)
 	}
 	if c.json {
 		views := make([]changeView, len(changes))
@@ -106,7 +114,7 @@ func lastActor(ch *ledger.Change) string {
 
 // Usage returns the help text of list.
 func (c *ListCommand) Usage() string {
-	return `Usage: mcp-changeset list [--status S] [--run R] [--by WHO] [--limit N] [--json]
+	return `Usage: mcp-changeset list [--status S] [--run R] [--by WHO] [--action A] [--since D] [--limit N] [--json]
 
 List the changes in the ledger, newest first: ID, status, operation, run,
 who moved it last (who undid it, else applied it, else previewed it), when
@@ -123,6 +131,9 @@ Options:
 	--by WHO       only the changes WHO previewed, applied or undid, exactly
 	               as the ledger names them: agent:NAME, person:NAME,
 	               operator:NAME
+	--action A     only the changes of operation A (e.g. set_setting)
+	--since D      only the changes updated in the last D: 90m, 24h, 7d,
+	               1d12h
 	--limit N      print at most N changes, the newest (default ` + strconv.Itoa(defaultLimit) + `); 0
 	               prints all
 	--json         print one JSON document instead of a table
@@ -138,5 +149,8 @@ Examples:
 
 	# What bob's agent touched:
 	mcp-changeset list --by agent:bob
+
+	# Every note deleted today:
+	mcp-changeset list --action delete_note --since 24h
 `
 }

@@ -98,6 +98,8 @@ func (m *Main) command(name string) command {
 		return &CheckCommand{main: m}
 	case "version":
 		return &VersionCommand{main: m}
+	case "completion":
+		return &CompletionCommand{main: m}
 	}
 	return nil
 }
@@ -214,6 +216,7 @@ Commands:
 	check      check the ledger's integrity and invariants, and find
 	           changes and runs left in flight
 	version    print the version of this program
+	completion print a completion script for bash, zsh or fish
 	help       show the usage of a command
 
 The ledger is a SQLite file path or a postgres:// URL, from --ledger (before

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -26,6 +27,8 @@ type PruneCommand struct {
 
 	ledger         string
 	olderThanDays  int
+	olderThan      time.Duration
+	olderThanSet   bool
 	keep           int
 	includeApplied bool
 	yes            bool
@@ -34,7 +37,11 @@ type PruneCommand struct {
 // Run parses args and prunes the ledger.
 func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("prune", &c.ledger)
-	fs.IntVar(&c.olderThanDays, "older-than-days", -1, "delete rows last updated more than N days ago (required)")
+	fs.Func("older-than", "delete rows last updated more than D ago (90m, 24h, 30d)", func(v string) error {
+		c.olderThanSet = true
+		return durationFlag{&c.olderThan}.Set(v)
+	})
+	fs.IntVar(&c.olderThanDays, "older-than-days", -1, "delete rows last updated more than N days ago")
 	fs.IntVar(&c.keep, "keep", 0, "keep the newest N finished changes whatever their age")
 	fs.BoolVar(&c.includeApplied, "include-applied", false, "also delete applied changes that can no longer be undone")
 	fs.BoolVar(&c.yes, "yes", false, "delete (without it, only print what would be deleted)")
@@ -46,8 +53,13 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
+	case c.olderThanSet && c.olderThanDays != -1:
+		return usagef("give --older-than or --older-than-days, not both")
+	case c.olderThanSet && c.olderThan > maxOlderThanDays*day:
+		return usagef("--older-than must be at most %dd, not %s", maxOlderThanDays, formatDuration(c.olderThan))
+	case c.olderThanSet:
 	case c.olderThanDays == -1:
-		return usagef("--older-than-days is required (0 prunes every eligible row, whatever its age)")
+		return usagef("--older-than D (or --older-than-days N) is required (0 prunes every eligible row, whatever its age)")
 	case c.olderThanDays < 0 || c.olderThanDays > maxOlderThanDays:
 		return usagef("--older-than-days must be between 0 and %d, not %d", maxOlderThanDays, c.olderThanDays)
 	case c.keep < 0:
@@ -59,8 +71,11 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer l.Close()
 
+	if !c.olderThanSet {
+		c.olderThan = time.Duration(c.olderThanDays) * day
+	}
 	opts := ledger.PruneOptions{
-		OlderThan:      time.Duration(c.olderThanDays) * 24 * time.Hour,
+		OlderThan:      c.olderThan,
 		Keep:           c.keep,
 		IncludeApplied: c.includeApplied,
 		DryRun:         !c.yes,
@@ -100,35 +115,33 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 		plural(len(res.Changes), "change"), plural(len(res.Runs), "run"), localTime(cutoff))
 	now := c.main.Now()
 	if len(res.Changes) > 0 {
-		byID := map[string]*ledger.Change{}
-		all, err := l.List(ctx)
-		if err != nil {
-			return err
-		}
-		for _, ch := range all {
-			byID[ch.ID] = ch
-		}
 		fmt.Fprintln(out)
 		t := newTable(out, "ID", "STATUS", "ACTION", "UPDATED", "SUMMARY")
-		for _, id := range res.Changes {
-			if ch := byID[id]; ch != nil {
+		for _, id := range res.Changes[:min(len(res.Changes), defaultLimit)] {
+			if ch, err := l.Get(ctx, id); err == nil {
 				t.row(clean(ch.ID), string(ch.Status), clean(ch.Action), when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 50)))
 			}
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
+		if n := len(res.Changes) - defaultLimit; n > 0 {
+			fmt.Fprintf(out, "…and %s more, not listed\n", plural(n, "change"))
+		}
 	}
 	if len(res.Runs) > 0 {
 		fmt.Fprintln(out)
 		t := newTable(out, "RUN", "STATUS", "UPDATED", "LABEL")
-		for _, id := range res.Runs {
+		for _, id := range res.Runs[:min(len(res.Runs), defaultLimit)] {
 			if r, err := l.GetRun(ctx, id); err == nil {
 				t.row(clean(r.ID), string(r.Status), when(r.UpdatedAt, now), orDash(clean(truncate(r.Label, 50))))
 			}
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		if n := len(res.Runs) - defaultLimit; n > 0 {
+			fmt.Fprintf(out, "…and %s more, not listed\n", plural(n, "run"))
 		}
 	}
 	fmt.Fprintln(out, "\ndry run: nothing was deleted; run again with --yes to delete")
@@ -145,24 +158,27 @@ func plural(n int, noun string) string {
 
 // Usage returns the help text of prune.
 func (c *PruneCommand) Usage() string {
-	return `Usage: mcp-changeset prune --older-than-days N [--keep N] [--include-applied] [--yes]
+	return `Usage: mcp-changeset prune --older-than D [--keep N] [--include-applied] [--yes]
+       mcp-changeset prune --older-than-days N …
 
 Delete finished changes (expired, apply_failed, undone, undo_failed) last
-updated strictly before now minus N days, and runs left with no changes.
+updated strictly before now minus D, and runs left with no changes.
 It never deletes a pending, applying or undoing change: run expire first to
 let stale previews go, and reconcile rows left in flight. Deletion runs in
 batches of ` + fmt.Sprint(pruneBatchSize) + ` changes, each its own short transaction, so a live
 server's claims are never blocked for long; on a terminal a progress line
 is written to stderr.
 
-Without --yes, prints every change and run it would delete, deletes nothing
+Without --yes, prints the changes and runs it would delete (the first
+` + strconv.Itoa(defaultLimit) + ` of each, and how many more), deletes nothing
 and exits with status 2, even when there is nothing to delete (the ledger is
 opened read-only).
 
 Options:
 
-	--older-than-days N   delete rows last updated more than N days ago
-	                      (required; 0 means any age)
+	--older-than D        delete rows last updated more than D ago: 90m,
+	                      24h, 30d, 1d12h (required; 0 means any age)
+	--older-than-days N   the same in whole days (kept for scripts)
 	--keep N              keep the newest N deletable changes whatever their
 	                      age (count-based retention)
 	--include-applied     also delete applied changes that can no longer be
@@ -173,10 +189,10 @@ Options:
 Examples:
 
 	# What would go after 30 days:
-	mcp-changeset prune --older-than-days 30
+	mcp-changeset prune --older-than 30d
 
 	# Keep the last 1000 finished changes, delete the rest after 90 days:
 	mcp-changeset expire --yes
-	mcp-changeset prune --older-than-days 90 --keep 1000 --include-applied --yes
+	mcp-changeset prune --older-than 90d --keep 1000 --include-applied --yes
 `
 }

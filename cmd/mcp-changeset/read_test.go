@@ -294,3 +294,89 @@ func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {
 		}
 	}
 }
+
+// TestList_FiltersByActionAndSince: --action keeps one operation's
+// changes; --since keeps what was updated recently (the fixture's old rows
+// are 40 days old, its recent ones minutes); both bound the listing with
+// the others, and a bad duration is a usage error.
+func TestList_FiltersByActionAndSince(t *testing.T) {
+	t.Parallel()
+	f := populate(t)
+	ids := func(args ...string) []string {
+		t.Helper()
+		r := runL(t, f.path, append([]string{"list", "--json", "--limit", "0"}, args...)...)
+		want(t, r, exitOK)
+		var got []string
+		for _, c := range decode(t, r)["changes"].([]any) {
+			got = append(got, c.(map[string]any)["change_id"].(string))
+		}
+		sort.Strings(got)
+		return got
+	}
+	sorted := func(roles ...string) []string {
+		var out []string
+		for _, r := range roles {
+			out = append(out, f.ids[r])
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got, want := ids("--action", "noundo"), sorted("old_applied_noundo", "applied_noundo"); !slices.Equal(got, want) {
+		t.Errorf("--action noundo = %v, want %v", got, want)
+	}
+	if got, want := ids("--action", "noundo", "--since", "1d"), sorted("applied_noundo"); !slices.Equal(got, want) {
+		t.Errorf("--action noundo --since 1d = %v, want %v", got, want)
+	}
+	recent := ids("--since", "24h")
+	for _, role := range []string{"old_undone", "old_pending", "old_expired"} {
+		if slices.Contains(recent, f.ids[role]) {
+			t.Errorf("--since 24h lists %s, last updated 40 days ago", role)
+		}
+	}
+	for _, role := range []string{"pending", "applied", "undone", "stale"} {
+		if !slices.Contains(recent, f.ids[role]) {
+			t.Errorf("--since 24h leaves out %s", role)
+		}
+	}
+	if all := ids("--since", "60d"); len(all) != len(ids()) {
+		t.Errorf("--since 60d lists %d changes, want all %d", len(all), len(ids()))
+	}
+	if got := ids("--action", "nothing_like_it"); len(got) != 0 {
+		t.Errorf("an unknown action lists %v", got)
+	}
+	wantErr(t, runL(t, f.path, "list", "--since", "yesterday"), "invalid value", "Usage: mcp-changeset list")
+	wantErr(t, runL(t, f.path, "list", "--since", "-1h"), "negative", "Usage: mcp-changeset list")
+
+	r := runL(t, f.path, "runs", "--since", "24h", "--json")
+	want(t, r, exitOK)
+	var runs []string
+	for _, run := range decode(t, r)["runs"].([]any) {
+		runs = append(runs, run.(map[string]any)["run_id"].(string))
+	}
+	if slices.Contains(runs, f.ids["old_run"]) || !slices.Contains(runs, f.ids["run"]) {
+		t.Errorf("runs --since 24h = %v (old run %s, recent run %s)", runs, f.ids["old_run"], f.ids["run"])
+	}
+}
+
+// TestShow_DeadlinesOnlyWhileTheyMatter: "confirm by" is shown for a
+// pending change only, "undo until" for an applied one only.
+func TestShow_DeadlinesOnlyWhileTheyMatter(t *testing.T) {
+	t.Parallel()
+	f := populate(t)
+	for role, rows := range map[string][2]bool{ // confirm by, undo until
+		"pending": {true, false}, "applied": {false, true}, "undone": {false, false},
+		"apply_failed": {false, false}, "old_expired": {false, false},
+	} {
+		r := runL(t, f.path, "show", f.ids[role])
+		want(t, r, exitOK)
+		if got := strings.Contains(r.stdout, "confirm by"); got != rows[0] {
+			t.Errorf("show %s: confirm by shown = %v, want %v\n%s", role, got, rows[0], r.stdout)
+		}
+		if got := strings.Contains(r.stdout, "undo until"); got != rows[1] {
+			t.Errorf("show %s: undo until shown = %v, want %v\n%s", role, got, rows[1], r.stdout)
+		}
+	}
+	if r := runL(t, f.path, "show", f.ids["old_expired"]); !strings.Contains(r.stdout, "expired    ") {
+		t.Errorf("show of an expired change does not say when it expired:\n%s", r.stdout)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -14,6 +15,7 @@ type RunsCommand struct {
 	main *Main
 
 	ledger string
+	since  time.Duration
 	limit  int
 	json   bool
 }
@@ -21,6 +23,7 @@ type RunsCommand struct {
 // Run parses args and prints the runs.
 func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("runs", &c.ledger)
+	fs.Var(durationFlag{&c.since}, "since", "only runs updated in the last D (90m, 24h, 7d)")
 	fs.IntVar(&c.limit, "limit", defaultLimit, "print at most N runs, the newest; 0 for all")
 	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
@@ -39,6 +42,9 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer l.Close()
 	f := ledger.RunFilter{}
+	if c.since > 0 {
+		f.UpdatedSince = c.main.Now().Add(-c.since)
+	}
 	if c.limit > 0 {
 		f.Limit = c.limit + 1 // one more tells whether the list was cut
 	}
@@ -48,7 +54,7 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.limit > 0 && len(runs) > c.limit {
 		runs = runs[:c.limit]
-		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset runs: showing the newest %d runs; older ones exist (raise --limit, or 0 for all)\n", c.limit)
+		defer fmt.Fprintf(c.main.Stderr, "mcp-changeset runs: showing the newest %d runs; older ones exist (narrow with --since, or raise --limit, or 0 for all)\n", c.limit)
 	}
 	views := make([]runView, len(runs))
 	for i, r := range runs {
@@ -82,7 +88,7 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 
 // Usage returns the help text of runs.
 func (c *RunsCommand) Usage() string {
-	return `Usage: mcp-changeset runs [--limit N] [--json]
+	return `Usage: mcp-changeset runs [--since D] [--limit N] [--json]
 
 List the runs in the ledger, newest first: ID, status (open, undoing,
 undone, partially_undone), how many changes each holds in each status, when
@@ -92,6 +98,7 @@ there are more. The ledger is opened read-only.
 
 Options:
 
+	--since D      only the runs updated in the last D: 90m, 24h, 7d, 1d12h
 	--limit N      print at most N runs, the newest (default ` + strconv.Itoa(defaultLimit) + `); 0 prints
 	               all
 	--json         print one JSON document instead of a table
@@ -100,6 +107,7 @@ Options:
 Examples:
 
 	mcp-changeset runs
+	mcp-changeset runs --since 7d --json
 	mcp-changeset list --run "$(mcp-changeset runs --json | jq -r '.runs[0].run_id')"
 `
 }

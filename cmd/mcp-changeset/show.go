@@ -100,9 +100,16 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change, history []ledger.His
 	t.row("created", when(ch.CreatedAt, now))
 	t.row("previewed by", orDash(clean(ch.PreviewedBy)))
 	t.row("updated", when(ch.UpdatedAt, now))
-	t.row("confirm by", when(ch.ExpiresAt, now))
+	switch ch.Status {
+	case ledger.Pending: // only a pending change can still be confirmed
+		t.row("confirm by", when(ch.ExpiresAt, now))
+	case ledger.Expired:
+		t.row("expired", when(ch.ExpiresAt, now))
+	}
 	t.row("applied", byWhom(ch.AppliedAt, ch.AppliedBy))
-	t.row("undo until", undoUntil)
+	if ch.Status == ledger.Applied { // only an applied change can still be undone
+		t.row("undo until", undoUntil)
+	}
 	t.row("undone", byWhom(ch.UndoneAt, ch.UndoneBy))
 	t.row("error type", orDash(clean(ch.ErrorType)))
 	if ch.Failure != "" {
