@@ -284,7 +284,9 @@ func TestSwapThatLosesTheRaceIsStateChanged(t *testing.T) {
 	e := newEnv(t, store)
 	e.put("beta", `{"enabled":false,"rollout":10}`)
 	p := e.preview("update_flag", updateIn{Name: "beta", Enabled: ptr(true)})
-	store.edit = func() { store.Map.Swap(context.Background(), "beta", json.RawMessage(`{"enabled":false,"rollout":10}`), json.RawMessage(`{"rollout":99}`)) }
+	store.edit = func() {
+		store.Map.Swap(context.Background(), "beta", json.RawMessage(`{"enabled":false,"rollout":10}`), json.RawMessage(`{"rollout":99}`))
+	}
 	_, err := e.g.Apply(context.Background(), p.ChangeID, p.ConfirmationToken)
 	var sc *changeset.StateChangedError
 	if !errors.As(err, &sc) || sc.ChangeID != p.ChangeID || sc.Phase != "apply" {
@@ -303,7 +305,9 @@ func TestSwapThatLosesTheRaceIsStateChanged(t *testing.T) {
 
 	store.edit = nil
 	a := e.apply(e.preview("update_flag", updateIn{Name: "beta", Enabled: ptr(true)}))
-	store.edit = func() { store.Map.Swap(context.Background(), "beta", json.RawMessage(`{"enabled":true,"rollout":99}`), json.RawMessage(`{"rollout":7}`)) }
+	store.edit = func() {
+		store.Map.Swap(context.Background(), "beta", json.RawMessage(`{"enabled":true,"rollout":99}`), json.RawMessage(`{"rollout":7}`))
+	}
 	err = e.undo(a)
 	if !errors.As(err, &sc) || sc.Phase != "undo" || sc.ChangeID != a.ChangeID {
 		t.Fatalf("undo: %v, want a StateChangedError for the undo", err)
