@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -33,7 +34,8 @@ import (
 // temporary file in the same directory, syncs it and renames it over the
 // file, so a reader sees the old object or the new one, never half of
 // one. Every other key keeps its exact bytes and its place; a new key
-// goes last. A person's editor takes no lock, so an edit saved in the
+// goes before the first key that sorts after it, so a file kept in order
+// stays in order (and the undo of a delete puts the key back in its place). A person's editor takes no lock, so an edit saved in the
 // instant between Swap's read and its rename can be lost, as between any
 // two programs that write one file.
 type JSONFile struct {
@@ -114,7 +116,8 @@ func (d document) get(key string) json.RawMessage {
 	return nil
 }
 
-// set returns d with key set to value, or removed if value is nil.
+// set returns d with key set to value, or removed if value is nil. A new
+// key goes before the first key that sorts after it.
 func (d document) set(key string, value json.RawMessage) document {
 	for i, m := range d {
 		if m.key == key {
@@ -128,7 +131,11 @@ func (d document) set(key string, value json.RawMessage) document {
 	if value == nil {
 		return d
 	}
-	return append(d, member{key, value})
+	i := slices.IndexFunc(d, func(m member) bool { return m.key > key })
+	if i < 0 {
+		i = len(d)
+	}
+	return slices.Insert(d, i, member{key, value})
 }
 
 // read reads and parses the file, and returns its permissions too.

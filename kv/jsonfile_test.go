@@ -63,11 +63,14 @@ func TestJSONFileKeepsOtherKeysExactly(t *testing.T) {
 	if err := f.Swap(ctx, "beta", raw(`{"enabled":false}`), raw(`{"enabled":true}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Swap(ctx, "delta", nil, raw(`7`)); err != nil {
+	if err := f.Swap(ctx, "delta", nil, raw(`7`)); err != nil { // before the first key after it
+		t.Fatal(err)
+	}
+	if err := f.Swap(ctx, "zeta", nil, raw(`null`)); err != nil { // last
 		t.Fatal(err)
 	}
 	got := readFile(t, path)
-	want := "{\n  \"alpha\": " + alpha + ",\n  \"beta\": {\n    \"enabled\": true\n  },\n  \"gamma\": " + gamma + ",\n  \"delta\": 7\n}\n"
+	want := "{\n  \"alpha\": " + alpha + ",\n  \"beta\": {\n    \"enabled\": true\n  },\n  \"delta\": 7,\n  \"gamma\": " + gamma + ",\n  \"zeta\": null\n}\n"
 	if got != want {
 		t.Fatalf("file:\n%s\nwant:\n%s", got, want)
 	}
