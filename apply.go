@@ -277,6 +277,13 @@ func (g *Guard) fail(ctx context.Context, c *ledger.Change, by string, cause err
 // kind of failure and whether the library knows nothing was written:
 // rolledBack says the operation ran inside a transaction that rolled back.
 func markFailed(c *ledger.Change, cause error, rolledBack bool) {
+	var sc *StateChangedError
+	if errors.As(cause, &sc) && sc.ChangeID == "" { // an operation's own (see StateChangedError)
+		sc.ChangeID, sc.Phase = c.ID, "apply"
+		if c.Status == ledger.Undoing {
+			sc.Phase = "undo"
+		}
+	}
 	if c.Status == ledger.Undoing {
 		c.Status = ledger.UndoFailed
 	} else {
@@ -285,8 +292,7 @@ func markFailed(c *ledger.Change, cause error, rolledBack bool) {
 	c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
 	c.UndoHash = ""
 	c.Failure, c.NothingWritten = failureOf(cause), rolledBack
-	var sc *StateChangedError
-	if errors.As(cause, &sc) || errors.Is(cause, errNothingRan) {
+	if sc != nil || errors.Is(cause, errNothingRan) {
 		c.NothingWritten = true // refused before the operation wrote
 	}
 }

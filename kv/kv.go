@@ -1,0 +1,65 @@
+// Package kv registers guarded create, update and delete operations for
+// values kept under string keys: feature flags in a JSON file, settings in
+// a key-value database, anything a Store can read and compare-and-set.
+//
+// The library writes what every such server otherwise writes by hand. Each
+// change stores the whole value before and after it, so:
+//
+//   - the preview's diff is changeset.Diff of the two, field by field;
+//   - Apply sets the key to the after value only if it still holds the
+//     before value (Store.Swap), and Undo does the reverse, so neither
+//     overwrites an edit made in between;
+//   - Observe is Store.Get, and the preview's own read is the change's
+//     snapshot, so an edit between the preview and the apply is refused;
+//   - the Resource is "<kind>:<key>" (e.g. "flag:beta"), which lets a
+//     run's undo order the changes of one key;
+//   - undoing a delete writes back the deleted value exactly, fields the
+//     program's type does not know included.
+//
+// Create refuses a key that exists, Update and Delete one that does not,
+// and Update refuses a change that changes nothing:
+//
+//	flags := kv.Kind[Flag]{Name: "flag", Store: kv.NewJSONFile("flags.json")}
+//	kv.Create(guard, &mcp.Tool{Name: "create_flag"}, flags,
+//		func(ctx context.Context, in CreateIn) (string, Flag, error) {
+//			return in.Name, Flag{Enabled: in.Enabled}, nil
+//		})
+//	kv.Delete(guard, &mcp.Tool{Name: "delete_flag"}, flags, func(in NameIn) string { return in.Name })
+//
+// Values travel as JSON: a Store keeps each one as a JSON text, which the
+// adapter compares in canonical form (so whitespace and member order do not
+// count as a change). An Apply is at most once, as for any
+// changeset.Operation whose resource lives outside the ledger.
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// ErrChanged is what Store.Swap returns (wrapped or not) when the key does
+// not hold the value the caller expected. The adapter reports it as a
+// change refused because the state changed, with nothing written.
+var ErrChanged = errors.New("kv: the key no longer holds the expected value")
+
+// Store holds JSON values under string keys. A nil json.RawMessage stands
+// for a key that does not exist, in both directions; a stored value is
+// never nil (JSON null is the four bytes "null").
+type Store interface {
+	// Get returns the value of key, or nil if there is none.
+	Get(ctx context.Context, key string) (json.RawMessage, error)
+	// Swap sets key to next (nil: deletes it) only if it holds prev
+	// (nil: the key is absent), comparing them as JSON values, atomically
+	// with respect to every other writer that uses Swap. Otherwise it
+	// writes nothing and returns an error wrapping ErrChanged.
+	Swap(ctx context.Context, key string, prev, next json.RawMessage) error
+}
+
+// Kind names one kind of value in a Store and the Go type V it decodes to.
+// Name appears in resources ("flag:beta"), summaries ("Create flag beta")
+// and refusals ("there is no flag \"beta\"").
+type Kind[V any] struct {
+	Name  string
+	Store Store
+}
