@@ -201,7 +201,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	}
 	out, err := call(func() (any, error) { return r.apply(c.Payload) })
 	if err != nil {
-		return nil, err
+		return nil, ownStateChange(err, c.ID)
 	}
 	result, err := canonjson.Marshal(out)
 	if err != nil {
@@ -256,10 +256,21 @@ func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) err
 		}
 	}
 	if _, err := call(func() (any, error) { return nil, r.undo(c.Payload, c.Result) }); err != nil {
-		return err
+		return ownStateChange(err, c.ID)
 	}
 	c.Status, c.UndoneAt = ledger.Undone, g.now()
 	return nil
+}
+
+// ownStateChange fills in the change's ID in a *StateChangedError that an
+// operation's Apply or Undo returned without one (its own compare-and-set
+// found the resource changed), so that the error names the change.
+func ownStateChange(err error, id string) error {
+	var sc *StateChangedError
+	if errors.As(err, &sc) && sc.ChangeID == "" {
+		sc.ChangeID = id
+	}
+	return err
 }
 
 // fail records a claimed change as failed with the error's type and full

@@ -111,6 +111,15 @@ func (e *WritesDisabledError) Error() string {
 // check expected: it changed between preview and apply (nothing was
 // written), or after the apply, so the undo would overwrite someone's later
 // edit (nothing was overwritten).
+//
+// An operation's Apply or Undo may return one too, when its own
+// compare-and-set finds the resource changed and it wrote nothing:
+//
+//	return nil, &changeset.StateChangedError{Phase: "apply"}
+//
+// The Guard fills in ChangeID and records the change as failed with
+// failure state_changed and nothing written; a run's undo skips such a
+// step and reports its drift, as when its own check finds the change.
 type StateChangedError struct {
 	ChangeID string
 	// Phase is "apply" or "undo".
