@@ -111,7 +111,9 @@ func newEnv(t *testing.T, s setup, table string) *env {
 	var own func() *sql.DB
 	switch s.dialect {
 	case SQLite:
-		own = func() *sql.DB { return openDB(t, "sqlite", filepath.Join(t.TempDir(), "app.db")+"?_pragma=busy_timeout(5000)") }
+		own = func() *sql.DB {
+			return openDB(t, "sqlite", filepath.Join(t.TempDir(), "app.db")+"?_pragma=busy_timeout(5000)")
+		}
 	case PostgreSQL:
 		dsn := pgtest.DSN(t)
 		if s.inLedger {

@@ -165,7 +165,7 @@ func TestEditBetweenPreviewAndApply(t *testing.T) {
 				}
 				// A create whose key was taken meanwhile.
 				p := e.preview("create", Row{"id": 99, "name": "Di"})
-				e.exec("INSERT INTO "+table+" (id, name"+versionCol(table)+") VALUES (99, 'someone else'"+versionVal(table)+")")
+				e.exec("INSERT INTO " + table + " (id, name" + versionCol(table) + ") VALUES (99, 'someone else'" + versionVal(table) + ")")
 				if _, err := e.g.Apply(e.ctx, p.ChangeID, p.ConfirmationToken); !errors.Is(err, changeset.ErrStateChanged) {
 					t.Fatalf("create of a key taken meanwhile: %v", err)
 				}
