@@ -40,9 +40,9 @@ func Create[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, row func(ctx c
 				return nil, err
 			}
 		}
-		key := after[t.key]
-		if key == nil {
-			return nil, changeset.Refuse("the new %s needs a key (%s)", t.kind, t.key)
+		key, err := t.keyValue(after[t.key])
+		if err != nil {
+			return nil, err
 		}
 		cur, err := t.get(ctx, t.db, key, false)
 		if err != nil {
@@ -123,12 +123,9 @@ func Delete[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, key func(ctx c
 
 // existing reads the row of an update or delete, refusing a missing one.
 func (t *Table) existing(ctx context.Context, key any) (Row, error) {
-	k, err := canonicalValue(t.key, key)
+	k, err := t.keyValue(key)
 	if err != nil {
-		return nil, changeset.Refuse("the key of the %s: %v", t.kind, err)
-	}
-	if k == nil {
-		return nil, changeset.Refuse("the %s needs a key (%s)", t.kind, t.key)
+		return nil, err
 	}
 	cur, err := t.get(ctx, t.db, k, false)
 	if err != nil {
@@ -138,6 +135,22 @@ func (t *Table) existing(ctx context.Context, key any) (Row, error) {
 		return nil, changeset.Refuse("there is no %s %s", t.kind, keyText(k))
 	}
 	return cur, nil
+}
+
+// keyValue converts a key to the canonical form, refusing NULL and, for
+// an integer key column, anything but an integer.
+func (t *Table) keyValue(key any) (any, error) {
+	k, err := canonicalValue(t.key, key)
+	switch {
+	case err != nil:
+		return nil, changeset.Refuse("the key of the %s: %v", t.kind, err)
+	case k == nil:
+		return nil, changeset.Refuse("the %s needs a key (%s)", t.kind, t.key)
+	}
+	if _, isInt := k.(int64); !isInt && t.integerKey {
+		return nil, changeset.Refuse("the key of a %s is an integer, not %s", t.kind, keyText(k))
+	}
+	return k, nil
 }
 
 // values checks the columns an application gives and converts their values

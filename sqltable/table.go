@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	changeset "github.com/mcp-changeset/changeset-go"
 )
 
 // Dialect is the SQL spoken by a table's database: how identifiers are
@@ -66,7 +68,8 @@ type Config struct {
 	// cannot restore them, and the database fills them with their default.
 	Columns []string
 	// NewKey returns the key of a row that a create inserts without one.
-	// Default: RandomKey. A key is chosen at preview, so that the preview
+	// Default: RandomKey for an integer key column; for any other, a
+	// create must give the key in its row. A key is chosen at preview, so that the preview
 	// names the row it will create.
 	NewKey func(ctx context.Context) (any, error)
 	// Dialect overrides the detection from the driver.
@@ -83,9 +86,15 @@ type Table struct {
 	cols    []column // in the order of the table (or of Config.Columns)
 	key     string
 	version string // "" for none
-	newKey  func(ctx context.Context) (any, error)
+	// integerKey: the key column holds integers, so other keys are refused.
+	integerKey bool
+	newKey     func(ctx context.Context) (any, error)
 	// selectList reads every column; byKey is " WHERE key = <param 1>".
 	selectList, byKey string
+	// beforeCheck, when set, runs inside every apply and undo right
+	// before the row is read for the check (tests make a person's edit
+	// there).
+	beforeCheck func()
 }
 
 type column struct {
@@ -114,9 +123,6 @@ func Open(ctx context.Context, db *sql.DB, c Config) (*Table, error) {
 	t := &Table{db: db, dialect: d, kind: c.Kind, key: c.Key, version: c.Version, newKey: c.NewKey}
 	if t.key == "" {
 		t.key = "id"
-	}
-	if t.newKey == nil {
-		t.newKey = func(context.Context) (any, error) { return RandomKey(), nil }
 	}
 	parts := strings.Split(c.Table, ".")
 	if len(parts) > 2 {
@@ -151,6 +157,19 @@ func Open(ctx context.Context, db *sql.DB, c Config) (*Table, error) {
 		}
 	}
 	t.selectList = strings.Join(names, ", ")
+	for _, col := range t.cols {
+		if col.name == t.key {
+			t.integerKey = isInteger(d, col.dbType)
+		}
+	}
+	if t.newKey == nil && t.integerKey {
+		t.newKey = func(context.Context) (any, error) { return RandomKey(), nil }
+	}
+	if t.newKey == nil {
+		t.newKey = func(context.Context) (any, error) {
+			return nil, changeset.Refuse("a new %s needs its key (%s): this table makes none", t.kind, t.key)
+		}
+	}
 	t.byKey = " WHERE " + quote(t.key) + " = " + t.param(1)
 	return t, nil
 }
@@ -243,6 +262,15 @@ func (t *Table) pick(all []column, want []string) error {
 	return nil
 }
 
+// isInteger reports whether a column of the declared type holds integers:
+// SQLite's rule for INTEGER affinity, PostgreSQL's integer types.
+func isInteger(d Dialect, dbType string) bool {
+	if d == SQLite {
+		return strings.Contains(dbType, "INT")
+	}
+	return dbType == "INT2" || dbType == "INT4" || dbType == "INT8"
+}
+
 // detect picks the dialect from the driver's type.
 func detect(db *sql.DB) (Dialect, error) {
 	switch name := fmt.Sprintf("%T", db.Driver()); name {
@@ -301,6 +329,9 @@ func (t *Table) List(ctx context.Context) ([]Row, error) {
 // UPDATE) when lock is set.
 func (t *Table) get(ctx context.Context, q querier, key any, lock bool) (Row, error) {
 	query := "SELECT " + t.selectList + " FROM " + t.name + t.byKey
+	if lock && t.beforeCheck != nil {
+		t.beforeCheck()
+	}
 	if lock && t.dialect == PostgreSQL {
 		query += " FOR UPDATE"
 	}
