@@ -112,11 +112,15 @@ func (e *WritesDisabledError) Error() string {
 // written), or after the apply, so the undo would overwrite someone's later
 // edit (nothing was overwritten).
 //
-// An Apply or Undo returns one, with both fields left empty, when its own
-// compare-and-set finds the resource changed after the Guard's check and
-// it wrote nothing: the Guard fills in ChangeID and Phase, records the
-// change as failed with state_changed and nothing written, and a run's
-// undo keeps the change, as for a drift it found itself.
+// An operation's Apply or Undo returns one too, with both fields left
+// empty, when its own compare-and-set finds the resource changed after the
+// Guard's check and it wrote nothing:
+//
+//	return nil, &changeset.StateChangedError{}
+//
+// The Guard fills in ChangeID and Phase, records the change as failed with
+// failure state_changed and nothing written, and a run's undo keeps the
+// change and reports its drift, as when its own check finds the change.
 type StateChangedError struct {
 	ChangeID string
 	// Phase is "apply" or "undo".

@@ -1,0 +1,81 @@
+// Package sqltable registers guarded create, update and delete operations
+// on the rows of one table of an application's own database, through
+// database/sql, on SQLite and PostgreSQL.
+//
+//	contacts, err := sqltable.Open(ctx, db, sqltable.Config{Table: "contacts", Kind: "contact"})
+//	…
+//	sqltable.Create(guard, &mcp.Tool{Name: "create_contact"}, contacts,
+//		func(ctx context.Context, in createIn) (sqltable.Row, error) {
+//			return sqltable.Row{"name": in.Name, "email": in.Email}, nil
+//		})
+//	sqltable.Update(guard, &mcp.Tool{Name: "update_contact"}, contacts,
+//		func(ctx context.Context, in updateIn) (any, sqltable.Row, error) {
+//			return in.ID, sqltable.Row{"name": in.Name}, nil
+//		})
+//	sqltable.Delete(guard, &mcp.Tool{Name: "delete_contact"}, contacts,
+//		func(ctx context.Context, in deleteIn) (any, error) { return in.ID, nil })
+//
+// Each change stores the whole row before and after; its Resource is
+// "<kind>:<key>" ("contact:7"), its Snapshot the row the preview read, its
+// diff changeset.Diff of the two rows, and its undo restores the row: the
+// undo of a delete inserts it again with the same key and every column as
+// it was, its creation time included. Every apply and undo first reads the
+// row inside its transaction (locked with FOR UPDATE on PostgreSQL) and
+// compares it with what the change expects: the version column when the
+// table has one (Config.Version; every write, undos included, bumps it, so
+// a version never comes back), the whole row otherwise. A row that
+// changed ends the apply as a state_changed failure with nothing written,
+// and a run's undo skips such a change and reports its drift.
+//
+// # Exactly once or at most once
+//
+// Where the table is decides what the library can promise, and the adapter
+// picks the kind of operation itself:
+//
+//   - A table in the ledger's own database (db is the same *sql.DB as
+//     guard.Ledger().DB()) gets transactional operations
+//     (changeset.TxOperation): the claim, the check, the write and the
+//     ledger's record of it commit together or not at all. A change is
+//     applied exactly once, even if the process dies at any point.
+//   - A table in any other database gets ordinary operations
+//     (changeset.Operation), each write in a transaction of its own on that
+//     database. A change is applied at most once: if the process dies
+//     between the write and the ledger's record of it, the change stays
+//     "applying" for an operator to reconcile (the row shows whether it
+//     happened).
+//
+// # Values
+//
+// A Row's values are canonical, so that a row reads the same JSON on
+// SQLite and on PostgreSQL and survives the ledger exactly:
+//
+//   - NULL is nil, kept apart from the empty string;
+//   - integers are int64, exact at any size (not float64: a JSON number
+//     above 2^53 would lose digits);
+//   - floating-point numbers are float64 (NaN and infinities are refused:
+//     JSON has none);
+//   - text is string;
+//   - booleans are bool (SQLite's 0 and 1 in a column declared BOOLEAN
+//     too);
+//   - PostgreSQL times (timestamptz, timestamp, date) are RFC 3339 text in
+//     UTC with as many fractional digits as they need,
+//     "2025-01-02T03:04:05.123456Z", and so is a time.Time given in a Row.
+//     SQLite has no time type: its values are read as stored, so that an
+//     undo writes back the very text it found. Store RFC 3339 text in UTC
+//     (DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ'))) and SQLite rows read as
+//     PostgreSQL's do;
+//   - other PostgreSQL types (numeric, uuid, json, interval) are their
+//     text, which PostgreSQL parses back exactly.
+//
+// Binary columns (BLOB, bytea) are not carried: leave them out with
+// Config.Columns. Rows given to the package may also hold the other Go
+// integer and float types, pointers (nil is NULL), named string and number
+// types and time.Time.
+//
+// # Safety
+//
+// Table and column names must be plain identifiers (letters, digits and
+// underscores); Open checks them against the table and every statement
+// quotes them. Values, keys included, only ever travel as parameters (? on
+// SQLite, $n on PostgreSQL), never in the SQL text.
+package sqltable
