@@ -39,15 +39,17 @@ import (
 )
 
 func main() {
-	os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stdin, nil))
+	os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Stdin, nil))
 }
 
 // runMain parses args, runs the demo and returns the exit status: 0 when
-// every step behaved as promised, 1 when one did not, 2 on a usage error.
-// tweak, when not nil, adjusts the demo before it runs (tests use it).
-func runMain(ctx context.Context, args []string, stdout io.Writer, stdin *os.File, tweak func(*demo)) int {
+// every step behaved as promised, 1 when one did not, 2 on a usage error
+// (reported on stderr). The narration goes to stdout. When stdin is a
+// terminal the dashboard stays up until Enter. tweak, when not nil,
+// adjusts the demo before it runs (tests use it).
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer, stdin *os.File, tweak func(*demo)) int {
 	fs := flag.NewFlagSet("clientdemo", flag.ContinueOnError)
-	fs.SetOutput(stdout)
+	fs.SetOutput(stderr)
 	verbose := fs.Bool("verbose", false, "also print every call's arguments and the JSON it returned (tokens in full)")
 	wait := fs.Duration("dashboard-wait", 5*time.Second,
 		"how long to serve the dashboard at the end; with a terminal on standard input, until Enter instead; 0 ends at once")
@@ -68,11 +70,11 @@ func runMain(ctx context.Context, args []string, stdout io.Writer, stdin *os.Fil
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stdout, "clientdemo: unexpected argument %q (see --help)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "clientdemo: unexpected argument %q (see --help)\n", fs.Arg(0))
 		return 2
 	}
 	if *wait < 0 {
-		fmt.Fprintf(stdout, "clientdemo: --dashboard-wait must be 0 or more, got %v\n", *wait)
+		fmt.Fprintf(stderr, "clientdemo: --dashboard-wait must be 0 or more, got %v\n", *wait)
 		return 2
 	}
 	d := &demo{out: stdout, verbose: *verbose, wait: *wait}
