@@ -67,6 +67,11 @@ func TestDemo(t *testing.T) {
 			t.Errorf("no line shows %s (%s)", p.what, p.pattern)
 		}
 	}
+	for _, line := range readmeLines(t) {
+		if !line.MatchString(out) {
+			t.Errorf("the README's sample line %s is not in the output", line)
+		}
+	}
 	if m := fullToken.FindAllString(out, -1); m != nil {
 		t.Errorf("the default output prints tokens in full: %q", m)
 	}
@@ -76,6 +81,32 @@ func TestDemo(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
 	}
+}
+
+// readmeLines returns the sample lines of the README's "Try it" section as
+// patterns: ids and tokens stand for any, and " … " for any text.
+func readmeLines(t *testing.T) []*regexp.Regexp {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "## Try it\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```text\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md's Try it section has no ```text block of the demo's output")
+	}
+	ids := regexp.MustCompile(`(chg|run|confirm|undo)_\S+?…`)
+	var lines []*regexp.Regexp
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		p := regexp.QuoteMeta(l)
+		p = ids.ReplaceAllStringFunc(p, func(s string) string { return s[:strings.IndexByte(s, '_')+1] + `[A-Za-z0-9_-]+…` })
+		p = strings.ReplaceAll(p, " … ", " .* ")
+		lines = append(lines, regexp.MustCompile("(?m)^"+p+"$"))
+	}
+	return lines
 }
 
 // TestDemoVerbose checks that --verbose adds each call and its JSON, tokens
