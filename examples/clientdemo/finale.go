@@ -61,12 +61,19 @@ func (d *demo) dashboard(ctx context.Context) error {
 		d.note("dashboard: %s (it stops with the demo; --dashboard-wait D keeps it up)", login)
 	case d.enter != nil:
 		d.note("dashboard: %s — open it now; press Enter to stop it and end the demo", login)
-		bufio.NewReader(d.enter).ReadString('\n')
+		pressed := make(chan struct{})
+		go func() {
+			bufio.NewReader(d.enter).ReadString('\n')
+			close(pressed)
+		}()
+		select {
+		case <-ctx.Done(): // Ctrl-C ends the wait as Enter does
+		case <-pressed:
+		}
 	default:
 		d.note("dashboard: %s — serving it for %v (--dashboard-wait D to change)", login, d.wait)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
 		case <-time.After(d.wait):
 		}
 	}

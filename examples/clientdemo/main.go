@@ -33,13 +33,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
-	os.Exit(runMain(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Stdin, nil))
+	// Ctrl-C ends the demo cleanly: its servers stop and its directory is
+	// removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Stdin, nil)
+	stop()
+	os.Exit(code)
 }
 
 // runMain parses args, runs the demo and returns the exit status: 0 when
