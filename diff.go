@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 )
@@ -76,22 +74,7 @@ func diffCanonical(before, after []byte) []DiffEntry {
 		}
 		return []DiffEntry{e}
 	}
-	keys := maps.Collect(maps.All(bm))
-	maps.Copy(keys, am)
-	diff := []DiffEntry{}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		bv, inB := bm[k]
-		av, inA := am[k]
-		switch {
-		case !inB:
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffAdded, After: av})
-		case !inA:
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffRemoved, Before: bv})
-		case !bytes.Equal(bv, av): // canonical forms: equal values, equal bytes
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffChanged, Before: bv, After: av})
-		}
-	}
-	return diff
+	return diffMembers(bm, am, func(b, a json.RawMessage) bool { return bytes.Equal(b, a) }) // canonical: equal values, equal bytes
 }
 
 // objectMembers splits a canonical JSON object into its members. null

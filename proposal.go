@@ -63,15 +63,17 @@ type DiffEntry struct {
 // added, one missing from after removed. Values are compared as JSON, so 1
 // and 1.0 are equal. Diff does the same for values of any type.
 func DiffFields(before, after map[string]any) []DiffEntry {
-	keys := make(map[string]struct{}, len(before)+len(after))
-	for k := range before {
-		keys[k] = struct{}{}
-	}
-	for k := range after {
-		keys[k] = struct{}{}
-	}
+	return diffMembers(before, after, sameJSON)
+}
+
+// diffMembers compares the members of two objects, sorted by name, with
+// same deciding whether two values are equal.
+func diffMembers[V any](before, after map[string]V, same func(a, b V) bool) []DiffEntry {
+	keys := slices.Collect(maps.Keys(before))
+	keys = append(keys, slices.Collect(maps.Keys(after))...)
+	slices.Sort(keys)
 	diff := []DiffEntry{}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
+	for _, k := range slices.Compact(keys) {
 		b, inBefore := before[k]
 		a, inAfter := after[k]
 		switch {
@@ -79,7 +81,7 @@ func DiffFields(before, after map[string]any) []DiffEntry {
 			diff = append(diff, DiffEntry{Field: k, Kind: DiffAdded, After: a})
 		case !inAfter:
 			diff = append(diff, DiffEntry{Field: k, Kind: DiffRemoved, Before: b})
-		case !sameJSON(b, a):
+		case !same(b, a):
 			diff = append(diff, DiffEntry{Field: k, Kind: DiffChanged, Before: b, After: a})
 		}
 	}
