@@ -109,15 +109,7 @@ func TestEveryExampleBuildsFromACopyOfItsFolderAlone(t *testing.T) {
 			t.Parallel()
 			dst := filepath.Join(t.TempDir(), name)
 			copyDir(t, filepath.Join(root, "examples", name), dst)
-			gomod := "module example.com/copy\n\ngo " + goVersion + "\n\n" +
-				"require " + module + " v0.0.0\n\n" +
-				"replace " + module + " => " + root + "\n"
-			if err := os.WriteFile(filepath.Join(dst, "go.mod"), []byte(gomod), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dst, "go.sum"), sum, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeModule(t, dst, "example.com/copy", root, goVersion, sum)
 			cmd := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), name), "./")
 			cmd.Dir = dst
 			cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
@@ -127,6 +119,21 @@ func TestEveryExampleBuildsFromACopyOfItsFolderAlone(t *testing.T) {
 				t.Fatalf("go build of a copy of examples/%s alone: %v\n%s", name, err, out.String())
 			}
 		})
+	}
+}
+
+// writeModule makes dir a module of its own, named name, that requires
+// this one replaced by the checkout at root, with the checkout's go.sum.
+func writeModule(t *testing.T, dir, name, root, goVersion string, sum []byte) {
+	t.Helper()
+	gomod := "module " + name + "\n\ngo " + goVersion + "\n\n" +
+		"require " + module + " v0.0.0\n\n" +
+		"replace " + module + " => " + root + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

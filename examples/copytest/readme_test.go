@@ -57,12 +57,9 @@ func TestREADMEQuickstart_BuildsAndServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	gomod := "module example.com/quickstart\n\ngo " + goDirective(t, filepath.Join(root, "go.mod")) + "\n\n" +
-		"require " + module + " v0.0.0\n\nreplace " + module + " => " + root + "\n"
-	for name, data := range map[string][]byte{"main.go": []byte(progs[0]), "go.mod": []byte(gomod), "go.sum": sum} {
-		if err := os.WriteFile(filepath.Join(dst, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	writeModule(t, dst, "example.com/quickstart", root, goDirective(t, filepath.Join(root, "go.mod")), sum)
+	if err := os.WriteFile(filepath.Join(dst, "main.go"), []byte(progs[0]), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "quickstart")
 	build := exec.Command("go", "build", "-o", bin, ".")
