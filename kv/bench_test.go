@@ -11,6 +11,7 @@ import (
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/internal/commitcount"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/kv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -142,7 +143,7 @@ func BenchmarkCycle(b *testing.B) {
 			c := newCycler(b, k.register)
 			commitcount.Disable()
 			c.cycle() // warm up: the ledger's first writes
-			before, cpu := commitcount.Commits(), cpuTime()
+			before, cpu := commitcount.Commits(), testkit.CPUTime()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -150,7 +151,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(commitcount.Commits()-before)/float64(b.N), "commits/op")
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testkit.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/internal/commitcount"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,6 +20,9 @@ import (
 // of its own (Operation). commits/op must be equal for both.
 //
 //	go test ./sqltable -run '^$' -bench Cycle -benchtime 2000x
+//	TMPDIR=/dev/shm go test ./sqltable -run '^$' -bench Cycle    # CPU only
+//
+// cpu-ns/op is the process's CPU time (user and system) per cycle.
 func BenchmarkCycle(b *testing.B) {
 	for _, inLedger := range []bool{true, false} {
 		where := map[bool]string{true: "ledger-db", false: "own-db"}[inLedger]
@@ -63,7 +67,7 @@ func benchCycle(b *testing.B, inLedger, adapter bool) {
 	}
 	names := []string{"a", "b"}
 	b.ResetTimer()
-	c0 := commitcount.Commits()
+	c0, cpu := commitcount.Commits(), testkit.CPUTime()
 	for i := range b.N {
 		p, err := g.Preview(ctx, "update", handIn{ID: 1, Name: names[i%2]})
 		if err != nil {
@@ -74,6 +78,7 @@ func benchCycle(b *testing.B, inLedger, adapter bool) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(testkit.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(commitcount.Commits()-c0)/float64(b.N), "commits/op")
 }
 

@@ -92,8 +92,8 @@ type Table struct {
 	// selectList reads every column; byKey is " WHERE key = <param 1>".
 	selectList, byKey string
 	// beforeCheck, when set, runs inside every apply and undo right
-	// before the row is read for the check (tests make a person's edit
-	// there).
+	// before the row is read for the check, or before the write whose
+	// WHERE is the check (tests make a person's edit there).
 	beforeCheck func()
 }
 

@@ -147,6 +147,18 @@ func (t *Table) applyCreate(ctx context.Context, tx *sql.Tx, p payload) (Row, er
 }
 
 func (t *Table) applyUpdate(ctx context.Context, tx *sql.Tx, p payload) (Row, error) {
+	if t.version != "" {
+		// The UPDATE's own WHERE on the version is the compare-and-set:
+		// no row back means the row changed (or went).
+		if t.beforeCheck != nil {
+			t.beforeCheck()
+		}
+		row, err := t.set(ctx, tx, p.Before, t.diffColumns(p.Before, p.After))
+		if err == nil && row == nil {
+			return nil, changed("apply")
+		}
+		return row, err
+	}
 	cur, err := t.get(ctx, tx, t.keyOf(p), true)
 	if err != nil {
 		return nil, err
@@ -196,12 +208,18 @@ func (t *Table) undoCreate(ctx context.Context, tx *sql.Tx, p payload, created R
 // changed since, and bumps the version once more: a version never repeats,
 // so a change previewed before the update cannot match the row again.
 func (t *Table) undoUpdate(ctx context.Context, tx *sql.Tx, p payload, updated Row) error {
-	cur, err := t.get(ctx, tx, t.keyOf(p), true)
-	if err != nil {
-		return err
+	cur := updated // with a version column, the UPDATE's WHERE checks it
+	if t.version != "" && t.beforeCheck != nil {
+		t.beforeCheck()
 	}
-	if !t.matches(cur, updated) {
-		return changed("undo")
+	if t.version == "" {
+		var err error
+		if cur, err = t.get(ctx, tx, t.keyOf(p), true); err != nil {
+			return err
+		}
+		if !t.matches(cur, updated) {
+			return changed("undo")
+		}
 	}
 	restore := Row{}
 	for k := range t.diffColumns(p.Before, updated) {
