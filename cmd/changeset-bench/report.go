@@ -58,16 +58,6 @@ type namedRaw struct {
 	Raw     rawResult `json:"raw"`
 }
 
-// procRaw returns the baseline measured beside the processes of backend.
-func (r *report) procRaw(backend string) *rawResult {
-	for i := range r.ProcRaw {
-		if r.ProcRaw[i].Backend == backend {
-			return &r.ProcRaw[i].Raw
-		}
-	}
-	return nil
-}
-
 // goal is one of the targets of issues 9 and 18, with what this run measured.
 type goal struct {
 	Name     string `json:"name"`
