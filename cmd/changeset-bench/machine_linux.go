@@ -90,3 +90,29 @@ func loadAverage() string {
 	}
 	return "unknown"
 }
+
+// procCPU is the user and system CPU time that process pid has used, all
+// its threads, from /proc/PID/stat, in clock ticks of 10 ms (USER_HZ is
+// 100 on every Linux port Go runs on). ok is false when it is unknown.
+func procCPU(pid int) (cpu time.Duration, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces: count the
+	// fields from the last ')'. utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
+}

@@ -20,3 +20,6 @@ func kernel() string { return runtime.GOOS }
 func memDir() string { return "" }
 
 func loadAverage() string { return "unknown" }
+
+// procCPU is unknown on this system: the server CPU figures are left out.
+func procCPU(pid int) (time.Duration, bool) { return 0, false }

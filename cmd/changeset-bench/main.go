@@ -16,12 +16,21 @@
 //     apply the same changes;
 //   - the same for PostgreSQL at 1, 4 and 16 clients with --postgres.
 //
-// It prints a table, writes the figures as JSON with --json and a chart
-// with --plot. On a terminal, a progress line shows on standard error.
+// With --mcp it measures the path users take instead: K example servers
+// (examples/settings, an ordinary operation, and examples/tickets, a
+// transactional one), each on a ledger of its own, driven by go-sdk
+// clients over stdio and Streamable HTTP, against a floor measured in the
+// same run: three read-only calls of the same servers plus the commits of
+// a cycle on the same disk. --mcp-profile writes a CPU profile of an
+// in-process settings server under the same load.
+//
+// It prints tables and writes the figures as JSON with --json. On a
+// terminal, a progress line shows on standard error.
 //
 // Usage:
 //
-//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--plot FILE.png] [--postgres URL]
+//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL]
+//	changeset-bench --mcp [--quick] [--dir DIR] [--json FILE] [--mcp-profile FILE]
 //
 // --quick takes about 20 seconds, the default about a minute (more with
 // --postgres). docs/benchmarks.md explains the figures.
@@ -63,17 +72,18 @@ type options struct {
 	raceChanges          int
 	postgres             string
 	pgClients            []int
-	jsonPath, plotPath   string
+	jsonPath             string
 	skipMedia, skipProcs bool
+	mcp                  mcpOptions
 }
 
 func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("changeset-bench", flag.ContinueOnError)
 	o := &options{}
-	quick := fs.Bool("quick", false, "short phases (2 s on disk, 1 s on tmpfs, races at the largest process count only): under a minute")
+	quick := fs.Bool("quick", false, "short phases (2 s on disk, 1 s on tmpfs, races at the largest process count only; with --mcp 0.7 s per client count): under a minute")
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the ledgers: put it on the disk you mean to measure")
 	fs.StringVar(&o.memDir, "mem-dir", memDir(), "a tmpfs directory for the CPU measurement (\"\" to skip)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement on disk")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement on disk (with --mcp: of each client count's cycles, default 3 s)")
 	fs.DurationVar(&o.memDur, "mem-duration", 2*time.Second, "length of each measurement on tmpfs")
 	procs := fs.String("procs", "1,2,4,8", "process counts sharing one SQLite ledger")
 	raceProcs := fs.String("race-procs", "", "process counts that race for the same changes (default: every count above 1; with --quick, the largest)")
@@ -81,13 +91,17 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.postgres, "postgres", "", "a postgres:// URL: also measure PostgreSQL (uses a schema of its own, dropped at the end)")
 	pgClients := fs.String("pg-clients", "1,4,16", "client processes sharing the PostgreSQL ledger")
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `FILE`")
-	fs.StringVar(&o.plotPath, "plot", "", "draw throughput by process count as a PNG chart to `FILE`")
 	fs.BoolVar(&o.skipMedia, "skip-cycles", false, "skip the baseline and single-process cycles")
 	fs.BoolVar(&o.skipProcs, "skip-procs", false, "skip the multi-process measurements")
+	fs.BoolVar(&o.mcp.on, "mcp", false, "measure example servers through go-sdk clients instead (see the --mcp-* flags)")
+	mcpClients := fs.String("mcp-clients", "1,2,4", "with --mcp: client counts, each client driving a server of its own")
+	mcpTransports := fs.String("mcp-transports", "stdio,http", "with --mcp: transports, stdio and/or http (Streamable HTTP on loopback)")
+	mcpExamples := fs.String("mcp-examples", "settings,tickets", "with --mcp: the examples to run (settings: ordinary operation; tickets: transactional)")
+	fs.StringVar(&o.mcp.profile, "mcp-profile", "", "with --mcp: also write a CPU profile of an in-process settings server under one client's load to `FILE`")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: changeset-bench [flags]\n\nMeasure the changeset ledger against the disk's own commit rate.\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExamples:\n  changeset-bench --quick\n  changeset-bench --json bench.json --plot bench.png\n  changeset-bench --postgres 'postgres://bench@localhost/bench' --skip-cycles\n")
+		fmt.Fprintf(fs.Output(), "\nExamples:\n  changeset-bench --quick\n  changeset-bench --json bench.json\n  changeset-bench --mcp --quick --mcp-profile mcp.pprof\n  changeset-bench --postgres 'postgres://bench@localhost/bench' --skip-cycles\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -97,15 +111,23 @@ func parseFlags(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case o.mcp.on && !set["duration"] && *quick:
+		o.duration = 700 * time.Millisecond
+	case o.mcp.on && !set["duration"]:
+		o.duration = 3 * time.Second
+	case *quick && !set["duration"]:
+		o.duration = 2 * time.Second
+	}
 	if *quick {
-		if !set["duration"] {
-			o.duration = 2 * time.Second
-		}
 		if !set["mem-duration"] {
 			o.memDur = time.Second
 		}
 	}
 	var err error
+	if err := o.mcp.parse(*mcpClients, *mcpTransports, *mcpExamples); err != nil {
+		return nil, err
+	}
 	if o.procs, err = intList(*procs); err != nil {
 		return nil, fmt.Errorf("--procs: %w", err)
 	}
@@ -145,7 +167,12 @@ func run(ctx context.Context, args []string) error {
 		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges},
 	}
 	prog := newProgress(os.Stderr)
-	err = measure(ctx, o, r, prog)
+	if o.mcp.on {
+		r.Settings.MCP = &o.mcp
+		err = mcpPhases(ctx, o, r, prog)
+	} else {
+		err = measure(ctx, o, r, prog)
+	}
 	prog.close()
 	if err != nil {
 		return err
@@ -155,11 +182,6 @@ func run(ctx context.Context, args []string) error {
 	r.print(os.Stdout)
 	if o.jsonPath != "" {
 		if err := r.writeJSON(o.jsonPath); err != nil {
-			return err
-		}
-	}
-	if o.plotPath != "" {
-		if err := writePlot(o.plotPath, r); err != nil {
 			return err
 		}
 	}

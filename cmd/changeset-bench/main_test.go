@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"image/png"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -19,14 +19,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestRun_ShortMeasurementWritesTableJSONAndPlot(t *testing.T) {
+func TestRun_ShortMeasurementWritesTableAndJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	dir := t.TempDir()
-	jsonPath, plotPath := filepath.Join(dir, "bench.json"), filepath.Join(dir, "bench.png")
+	jsonPath := filepath.Join(dir, "bench.json")
 	err := run(t.Context(), []string{"--dir", dir, "--duration", "200ms", "--mem-duration", "100ms",
-		"--procs", "1,2", "--race-changes", "20", "--json", jsonPath, "--plot", plotPath})
+		"--procs", "1,2", "--race-changes", "20", "--json", jsonPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,15 +59,6 @@ func TestRun_ShortMeasurementWritesTableJSONAndPlot(t *testing.T) {
 	if rc := r.Races[0]; rc.Claims != 40 || rc.Applied != 20 || rc.DoubleApplies != 0 || rc.Unapplied != 0 {
 		t.Errorf("race: %+v", rc)
 	}
-	f, err := os.Open(plotPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil || img.Bounds().Dx() < 800 {
-		t.Fatalf("plot: %v %v", img, err)
-	}
 }
 
 func TestRedactHidesPostgresPassword(t *testing.T) {
@@ -91,10 +82,73 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	}
 }
 
-func TestNiceStep(t *testing.T) {
-	for in, want := range map[float64]float64{0.7: 1, 1.5: 2, 3: 5, 7: 10, 120: 200, 480: 500} {
-		if got := niceStep(in); got != want {
-			t.Errorf("niceStep(%v) = %v, want %v", in, got, want)
+func TestRunMCP_OneStdioClientReportsCallsAndRatios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts example servers")
+	}
+	dir := t.TempDir()
+	jsonPath, profile := filepath.Join(dir, "mcp.json"), filepath.Join(dir, "mcp.pprof")
+	err := run(t.Context(), []string{"--mcp", "--dir", dir, "--duration", "400ms", "--mcp-clients", "1",
+		"--mcp-transports", "stdio", "--mcp-profile", profile, "--json", jsonPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.MCP) != 2 || len(r.Media) != 0 || len(r.Procs) != 0 {
+		t.Fatalf("%d MCP results (want settings and tickets), %d media, %d process results", len(r.MCP), len(r.Media), len(r.Procs))
+	}
+	commits := map[string]int{"settings": 5, "tickets": 3}
+	for _, m := range r.MCP {
+		if m.Transport != "stdio" || m.Clients != 1 || m.CommitsPerCycle != commits[m.Example] || m.Cycles == 0 {
+			t.Errorf("%s: %+v", m.Example, m)
 		}
+		if m.VsFloor <= 0 || m.VsFloor >= 10 || m.FloorPerSec <= 0 || m.ReadCall <= 0 || m.Commit <= 0 {
+			t.Errorf("%s: implausible floor: %.2f of %.0f cycles/s (read %v, commit %v)", m.Example, m.VsFloor, m.FloorPerSec, m.ReadCall, m.Commit)
+		}
+		for _, k := range callKinds {
+			c := m.Calls[k]
+			if c.N == 0 || c.P50 <= 0 || c.P99 < c.P50 || c.VsRead <= 0 || c.VsRead >= 100 {
+				t.Errorf("%s, %s calls: %+v", m.Example, k, c)
+			}
+		}
+		if m.Calls["preview"].N != m.Cycles || m.Calls["undo"].N != m.Cycles {
+			t.Errorf("%s: %d cycles but %d previews and %d undos timed", m.Example, m.Cycles, m.Calls["preview"].N, m.Calls["undo"].N)
+		}
+		if runtime.GOOS == "linux" && (m.ServerCPUPerCall <= 0 || m.ServerCPUVsRead <= 0 || m.ServerCPUVsRead >= 100) {
+			t.Errorf("%s: server CPU %v per call, %.1f times a read's", m.Example, m.ServerCPUPerCall, m.ServerCPUVsRead)
+		}
+	}
+	if len(r.Goals) != 2 {
+		t.Errorf("goals: %+v, want one per example (one stdio client)", r.Goals)
+	}
+	if p := r.MCPProfile; p == nil || p.Cycles == 0 || p.Calls["read"].N != 200 {
+		t.Fatalf("profile: %+v", p)
+	}
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile file: %v", err)
+	}
+}
+
+func TestParseFlags_MCPRejectsUnknownNames(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mcp", "--mcp-transports", "stdio,grpc"},
+		{"--mcp", "--mcp-examples", "notes"},
+		{"--mcp", "--mcp-clients", "0"},
+		{"--mcp", "--mcp-clients", ""},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) accepted it", args)
+		}
+	}
+	o, err := parseFlags([]string{"--mcp", "--quick", "--mcp-transports", "http"})
+	if err != nil || o.duration >= time.Second || o.mcp.Transports[0] != "http" || len(o.mcp.Clients) != 3 {
+		t.Fatalf("parseFlags: %+v, %v", o, err)
 	}
 }
