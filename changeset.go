@@ -27,7 +27,8 @@ type Guard struct {
 	log        *slog.Logger
 	sealer     *sealer // seals the request state of UserApproval; nil otherwise
 
-	conns connections // IDs of sessions that have none (session runs)
+	conns  connections // IDs of sessions that have none (session runs)
+	recent recentRuns  // when this process last previewed in a session run
 
 	mu    sync.RWMutex
 	ops   map[string]*op  // by operation name, without prefix

@@ -135,6 +135,9 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	if err != nil {
 		return nil, err
 	}
+	if sessionKey != "" && runID == "" {
+		g.recent.saw(c.RunID, c.CreatedAt)
+	}
 	g.logTransition(ctx, c, "", c.PreviewedBy)
 
 	res := &PreviewResult{

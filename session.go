@@ -130,6 +130,15 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 	}
 	if len(runs) == 1 {
 		last := runs[0].CreatedAt
+		if seen, ok := g.recent.get(runs[0].ID); ok && seen.After(last) {
+			last = seen
+		}
+		if now.Sub(last) < g.opts.SessionRunIdle {
+			// A preview this process stored in the run is recent enough:
+			// the newest change, wherever it came from, can only be
+			// newer, so it need not be read.
+			return runs[0].ID, nil
+		}
 		newest, err := tx.Changes(ledger.ChangeFilter{RunID: runs[0].ID, Limit: 1})
 		if err != nil {
 			return "", err
@@ -156,4 +165,37 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 	}
 	g.log.Info("session run started", "run_id", r.ID)
 	return r.ID, nil
+}
+
+// maxRecentRuns bounds recentRuns: beyond it the memory is dropped and
+// rebuilt from the ledger as previews come.
+const maxRecentRuns = 4096
+
+// recentRuns remembers, per session run, when this process last stored a
+// preview in it, so that a preview joining a busy session run need not
+// read the run's newest change to see that the run is not idle. It only
+// ever shortens that check: a run it does not know, or knows as idle, is
+// checked against the ledger, where another process's newer preview shows.
+type recentRuns struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (r *recentRuns) get(runID string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.last[runID]
+	return t, ok
+}
+
+// saw records a preview at t in run runID, once it is committed.
+func (r *recentRuns) saw(runID string, t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil || len(r.last) >= maxRecentRuns {
+		r.last = make(map[string]time.Time)
+	}
+	if t.After(r.last[runID]) {
+		r.last[runID] = t
+	}
 }
