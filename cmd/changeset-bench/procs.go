@@ -231,7 +231,9 @@ func procSummary(backend string, g *group, results []*workerResult, slices int) 
 // runRace previews m changes on target, then has n processes race to
 // apply every one of them. Each change must be applied exactly once.
 func runRace(ctx context.Context, backend, target, dir string, n, m int, prog *progress) (*raceResult, error) {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded})
+	// Every preview waits for the race at once: raise the pending quota
+	// above them.
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded, MaxPendingPerScope: m + 1})
 	if err != nil {
 		return nil, err
 	}
