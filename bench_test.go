@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,7 +68,8 @@ func newBenchEnv(b *testing.B, viaMCP bool) *benchEnv {
 		}
 	})
 	server := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	g, err := changeset.New(server, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
+	// The preview benchmark leaves every preview pending: no quota.
+	g, err := changeset.New(server, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, MaxPendingPerScope: math.MaxInt32})
 	if err != nil {
 		b.Fatal(err)
 	}
