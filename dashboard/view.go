@@ -70,12 +70,12 @@ type changeView struct {
 	CanUndo                                      bool
 	// Badge is the status as shown: a refused apply reads "apply
 	// refused"; Failure words a failure by its kind.
-	Badge   string
-	Failure *failureView
-	UndoNote                                     string // why it cannot be undone here
-	PreviewedBy, AppliedBy, UndoneBy             *actor
-	Created, Updated, Expires                    *stamp
-	Applied, UndoExpires, Undone                 *stamp
+	Badge                            string
+	Failure                          *failureView
+	UndoNote                         string // why it cannot be undone here
+	PreviewedBy, AppliedBy, UndoneBy *actor
+	Created, Updated, Expires        *stamp
+	Applied, UndoExpires, Undone     *stamp
 }
 
 // reportView is a run's undo report (a dry run's plan or the stored report).
