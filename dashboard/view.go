@@ -205,6 +205,9 @@ func (v viewer) change(c *ledger.Change) changeView {
 	for _, w := range c.Warnings {
 		cv.Warnings = append(cv.Warnings, visible(w))
 	}
+	if c.Failure != "" && c.Failure != ledger.FailureError {
+		cv.ErrorType = "" // the kind says what happened; a Go type name only helps read an error
+	}
 	switch {
 	case c.Status != ledger.Applied:
 	case !c.Undoable:
