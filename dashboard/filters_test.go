@@ -209,7 +209,7 @@ func TestChangesPage_PagesBothWaysKeepingFilters(t *testing.T) {
 		ids = append(ids, f.preview(run, "set_value", fmt.Sprintf("k%03d", i), "v"))
 	}
 	f.preview("", "log_line", "", "not in the filter") // newest, and filtered out
-	slices.Reverse(ids)                                 // newest first
+	slices.Reverse(ids)                                // newest first
 	c := f.login()
 	first := c.get("/changes?action=set_value")
 	if pagerLink(first.Body, "← Newest") != "" {
