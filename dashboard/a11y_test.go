@@ -147,7 +147,7 @@ func (b *browser) eval(js string) string {
 
 func (b *browser) shot(name string) {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
