@@ -30,10 +30,7 @@ var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "error"}
 
 // moreItems is the data of the "more" template: a section of N entries
 // shows Shown of them.
-type moreItems struct {
-	N, Shown int
-	Link     string
-}
+type moreItems struct{ N, Shown int }
 
 // pages holds one parsed template set per page.
 type pages struct {

@@ -87,7 +87,7 @@ type reportView struct {
 	// Counts are the sections' full lengths: a section shows at most
 	// maxReportItems entries, so that a run of thousands of changes
 	// still gives a page of bounded size.
-	UndoN, NoNetN, SkippedN, IrrevN, FailedN, NotesN int
+	UndoN, NoNetN, SkippedN, IrrevN, FailedN, NotesN, NotCarriedN int
 	// Notes say what the library could not know for certain;
 	// NotCarriedOut lists reviewed changes the undo did not carry out.
 	Notes         []noteView
@@ -248,7 +248,7 @@ func report(rep *changeset.RunReport, summaries map[string]string) *reportView {
 		Skipped: notes(rep.Skipped), Irreversible: notes(rep.Irreversible), Failed: notes(rep.Failed),
 		Notes: notes(rep.Notes), NotCarriedOut: rep.NotCarriedOut[:min(len(rep.NotCarriedOut), maxReportItems)], UndoneBy: parseActor(rep.UndoneBy),
 		UndoN: len(undo), NoNetN: len(rep.NoNetChange), SkippedN: len(rep.Skipped), IrrevN: len(rep.Irreversible),
-		FailedN: len(rep.Failed), NotesN: len(rep.Notes)}
+		FailedN: len(rep.Failed), NotesN: len(rep.Notes), NotCarriedN: len(rep.NotCarriedOut)}
 	rv.Nothing = rv.UndoN+rv.NoNetN+rv.SkippedN+rv.IrrevN+rv.FailedN == 0
 	return rv
 }
