@@ -202,7 +202,7 @@ func TestEveryResponse_CarriesSecurityHeaders(t *testing.T) {
 		}
 	}
 	inline := regexp.MustCompile(`<script>|\sstyle=|\son[a-z]+=|(src|href|action)="(https?:)?//`)
-	for _, p := range []string{"/", "/runs/" + s.run, "/changes/" + s.single} {
+	for _, p := range []string{"/", "/runs/" + s.run, "/changes/" + s.single, "/changes?q=%3Cstyle%3E&since=7d", "/changes?since=soon"} {
 		if m := inline.FindString(c.get(p).Body); m != "" {
 			t.Errorf("GET %s holds %q: inline script or style, or an external reference", p, m)
 		}

@@ -11,6 +11,14 @@
 //	if err != nil { ... }
 //	fmt.Fprintln(os.Stderr, "dashboard:", login)
 //
+// The list of changes is searched and filtered with GET query parameters
+// (q, action, status, by, since, run), and every list pages newest first
+// with a cursor, so that a week of an agent's work stays readable: no page
+// grows with the ledger. Failures are worded by their kind (a refused
+// apply that wrote nothing is a refusal, not a failure), a skipped
+// change's drift shows what the undo expected and found, and every time
+// reads absolute and relative.
+//
 // Pages are rendered on the server with html/template and work without
 // JavaScript; the stylesheet and a few lines of optional script are embedded
 // in the binary, and no page fetches anything from elsewhere.

@@ -126,6 +126,12 @@ func (v viewer) event(e ledger.HistoryEntry, what string) event {
 		return ev
 	}
 	ev.Kind, ev.Text = changeWords(e.From, ledger.Status(e.To))
+	if to := ledger.Status(e.To); to == ledger.ApplyFailed || to == ledger.UndoFailed {
+		// A failure's note is its kind: say it in words instead.
+		if kind, text, ok := failureWords(to, ledger.Failure(e.Note)); ok {
+			ev.Kind, ev.Text, ev.Note = kind, text, ""
+		}
+	}
 	if what != "" {
 		ev.Text += ": " + what
 	}
@@ -156,6 +162,29 @@ func changeWords(from string, to ledger.Status) (kind, text string) {
 		return "failed", "Undo failed"
 	}
 	return "other", "Moved to " + label(visible(string(to)))
+}
+
+// failureWords says what a failure of kind f means on a timeline; ok is
+// false for a note that is not a failure kind.
+func failureWords(to ledger.Status, f ledger.Failure) (kind, text string, ok bool) {
+	verb := "Apply"
+	if to == ledger.UndoFailed {
+		verb = "Undo"
+	}
+	switch f {
+	case ledger.FailureStateChanged:
+		if to == ledger.UndoFailed {
+			return "refused", "Undo refused: the resource changed after the apply; nothing was written", true
+		}
+		return "refused", "Apply refused: the state changed since the preview; nothing was written", true
+	case ledger.FailureError:
+		return "failed", verb + " failed: the operation returned an error", true
+	case ledger.FailureResultTooLarge:
+		return "failed", "Applied, but the result was too large to keep (no undo)", true
+	case ledger.FailureInterrupted:
+		return "failed", verb + " interrupted; reconciled by an operator", true
+	}
+	return "", "", false
 }
 
 // runWords says what a run's move to to means.

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -27,6 +28,10 @@ var assetFS embed.FS
 // layout.html.
 var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "error"}
 
+// moreItems is the data of the "more" template: a section of N entries
+// shows Shown of them.
+type moreItems struct{ N, Shown int }
+
 // pages holds one parsed template set per page.
 type pages struct {
 	t map[string]*template.Template
@@ -35,6 +40,8 @@ type pages struct {
 func parsePages() (*pages, error) {
 	funcs := template.FuncMap{
 		"label": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+		"sub":   func(a, b int) int { return a - b },
+		"more":  func(n, shown int) moreItems { return moreItems{N: n, Shown: shown} },
 	}
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
@@ -113,32 +120,46 @@ func (d *Dashboard) internalError(w http.ResponseWriter, r *http.Request, err er
 		"The dashboard could not read the ledger. The server's log has the details.")
 }
 
-// limitOf reads the optional "limit" query parameter.
-func limitOf(r *http.Request, def int) int {
-	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
-	if err != nil || n <= 0 {
-		return def
-	}
-	return min(n, 1000)
-}
-
 // runsData is the data of the runs page.
 type runsData struct {
 	Runs []runView
-	More int // the limit of the "show more" link, or 0
+	// Older and Newer are the numbers of the neighbouring pages (0:
+	// none); Page is this page's number, from 1.
+	Page, Older, Newer int
 }
+
+// runsPageSize is how many runs one page of the runs list shows.
+const runsPageSize = 50
+
+// maxRunsPage bounds the page number of the runs list: the ledger has no
+// cursor for runs, so a page is read from the newest run on.
+const maxRunsPage = 200
 
 func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, v := r.Context(), d.viewer()
-	limit := limitOf(r, 50)
-	runs, err := d.guard.Ledger().ListRuns(ctx, ledger.RunFilter{Limit: limit + 1})
+	pageNo := 1
+	if s := r.URL.Query().Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxRunsPage {
+			d.renderError(w, r, http.StatusBadRequest, "No such page",
+				fmt.Sprintf("The page number must be a whole number from 1 to %d. Start again from the newest runs.", maxRunsPage))
+			return
+		}
+		pageNo = n
+	}
+	skip := (pageNo - 1) * runsPageSize
+	runs, err := d.guard.Ledger().ListRuns(ctx, ledger.RunFilter{Limit: skip + runsPageSize + 1})
 	if err != nil {
 		d.internalError(w, r, err)
 		return
 	}
-	data := runsData{Runs: []runView{}}
-	if len(runs) > limit {
-		runs, data.More = runs[:limit], limit*2
+	data := runsData{Runs: []runView{}, Page: pageNo}
+	runs = runs[min(skip, len(runs)):]
+	if len(runs) > runsPageSize {
+		runs, data.Older = runs[:runsPageSize], pageNo+1
+	}
+	if pageNo > 1 {
+		data.Newer = pageNo - 1
 	}
 	for _, run := range runs {
 		changes, err := d.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{RunID: run.ID})
@@ -166,10 +187,13 @@ type runData struct {
 	// Newer says the page does not start at the newest change.
 	Older string
 	Newer bool
+	// PageNote says which of the run's changes the page shows, when they
+	// do not fit on one page: "51–100 of 2000".
+	PageNote string
 }
 
 // runPageSize is how many changes a run's page shows.
-const runPageSize = 100
+const runPageSize = changePageSize
 
 // loadRun reads a run and its changes; it writes a 404 or 500 page and
 // returns ok=false when it cannot.
@@ -212,6 +236,9 @@ func pageOf(changes []*ledger.Change, before string, data *runData) []*ledger.Ch
 	end := min(start+runPageSize, len(changes))
 	if end < len(changes) {
 		data.Older = changes[end-1].ID
+	}
+	if end < len(changes) || start > 0 {
+		data.PageNote = fmt.Sprintf("%d–%d of %d", start+1, end, len(changes))
 	}
 	return changes[start:end]
 }
@@ -265,43 +292,41 @@ func (d *Dashboard) renderRun(w http.ResponseWriter, r *http.Request, code int, 
 
 // changesData is the data of the changes page.
 type changesData struct {
-	Status   string
+	Query    changeQuery
 	Statuses []string
-	RunID    string
 	Changes  []changeView
-	More     int
+	// Invalid names the filter that is wrong ("" when all are valid).
+	Invalid string
+	// Older is the link to the next page ("" on the last); Newest the
+	// link to the first ("" on it).
+	Older, Newest string
 }
 
 func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
-	q, v := r.URL.Query(), d.viewer()
-	limit := limitOf(r, 100)
-	f := ledger.ChangeFilter{Limit: limit + 1}
-	data := changesData{Status: q.Get("status"), RunID: q.Get("run")}
+	v := d.viewer()
+	q, f, err := parseChangeQuery(r.URL.Query(), v.now)
+	data := changesData{Query: q}
 	for _, s := range ledger.Statuses {
 		data.Statuses = append(data.Statuses, string(s))
 	}
-	if data.Status != "" {
-		if !ledger.Status(data.Status).Valid() {
-			d.renderError(w, r, http.StatusBadRequest, "Unknown status",
-				"Filter by one of: "+strings.Join(data.Statuses, ", ")+".")
-			return
-		}
-		f.Statuses = []ledger.Status{ledger.Status(data.Status)}
+	var fe *filterError
+	if errors.As(err, &fe) {
+		data.Invalid = fe.Field
+		d.render(w, r, http.StatusBadRequest, "changes", page{Title: "Changes", Nav: "changes", Problem: fe.Msg, Data: data})
+		return
 	}
-	if data.RunID != "" {
-		if !validID(data.RunID, "run_") {
-			d.notFound(w, r)
-			return
-		}
-		f.RunID = data.RunID
-	}
+	f.Limit = changePageSize + 1
 	changes, err := d.guard.Ledger().ListChanges(r.Context(), f)
 	if err != nil {
 		d.internalError(w, r, err)
 		return
 	}
-	if len(changes) > limit {
-		changes, data.More = changes[:limit], limit*2
+	if len(changes) > changePageSize {
+		changes = changes[:changePageSize]
+		data.Older = q.link(cursorOf(changes[len(changes)-1]))
+	}
+	if f.Before != nil {
+		data.Newest = q.link("")
 	}
 	for _, c := range changes {
 		data.Changes = append(data.Changes, v.change(c))

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,6 +16,11 @@ const cookieName = "changeset_session"
 // maxFormBytes caps the body of a POST: the dashboard's forms carry two
 // short fields.
 const maxFormBytes = 16 << 10
+
+// maxConfirmBytes caps the body of a run's undo confirmation, which hands
+// back every change of the reviewed plan (about 32 bytes each): room for
+// some 30,000 changes.
+const maxConfirmBytes = 1 << 20
 
 // session is one signed-in browser. Its ID lives only in the HttpOnly
 // cookie; its CSRF token is put into every form the session is shown.
@@ -168,7 +174,11 @@ func (d *Dashboard) requireSession(h http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			limit := int64(maxFormBytes)
+			if strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/undo") {
+				limit = maxConfirmBytes
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if !sameOrigin(r) {
 				d.renderError(w, r, http.StatusForbidden, "Cross-origin request refused",
 					"This form was sent from another site. Use the dashboard's own pages.")

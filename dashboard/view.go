@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/diffview"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -27,9 +28,13 @@ type stamp struct {
 // actor is who did something: "agent", "person:ana", "operator:bob".
 type actor struct {
 	Kind, Name string
+	// Filter is the link to the changes this actor previewed, applied
+	// or undid.
+	Filter string
 }
 
-// value is one side of a diff: text, or absent (the field did not exist).
+// value is one side of a diff: JSON text, or absent (the field did not
+// exist).
 type value struct {
 	Text   string
 	Absent bool
@@ -37,7 +42,7 @@ type value struct {
 }
 
 type diffRow struct {
-	Field         string
+	Field, Kind   string // Kind: added, removed or changed
 	Before, After value
 }
 
@@ -63,10 +68,14 @@ type changeView struct {
 	ErrorType, Error, Note                       string
 	Undoable, Transactional                      bool
 	CanUndo                                      bool
-	UndoNote                                     string // why it cannot be undone here
-	PreviewedBy, AppliedBy, UndoneBy             *actor
-	Created, Updated, Expires                    *stamp
-	Applied, UndoExpires, Undone                 *stamp
+	// Badge is the status as shown: a refused apply reads "apply
+	// refused"; Failure words a failure by its kind.
+	Badge                            string
+	Failure                          *failureView
+	UndoNote                         string // why it cannot be undone here
+	PreviewedBy, AppliedBy, UndoneBy *actor
+	Created, Updated, Expires        *stamp
+	Applied, UndoExpires, Undone     *stamp
 }
 
 // reportView is a run's undo report (a dry run's plan or the stored report).
@@ -75,6 +84,10 @@ type reportView struct {
 	Status                        string
 	Undo, NoNetChange             []stepView
 	Skipped, Irreversible, Failed []noteView
+	// Counts are the sections' full lengths: a section shows at most
+	// maxReportItems entries, so that a run of thousands of changes
+	// still gives a page of bounded size.
+	UndoN, NoNetN, SkippedN, IrrevN, FailedN, NotesN, NotCarriedN int
 	// Notes say what the library could not know for certain;
 	// NotCarriedOut lists reviewed changes the undo did not carry out.
 	Notes         []noteView
@@ -94,6 +107,7 @@ type stepView struct {
 
 type noteView struct {
 	ChangeID, Action, Summary, Reason string
+	Drift                             []driftRow
 }
 
 // viewer renders times relative to the dashboard's clock.
@@ -141,10 +155,11 @@ func parseActor(s string) *actor {
 	if s == "" {
 		return nil
 	}
+	filter := changeQuery{By: s}.link("")
 	if kind, name, ok := strings.Cut(s, ":"); ok {
-		return &actor{Kind: kind, Name: visible(name)}
+		return &actor{Kind: visible(kind), Name: visible(name), Filter: filter}
 	}
-	return &actor{Kind: visible(s)}
+	return &actor{Kind: visible(s), Filter: filter}
 }
 
 func (v viewer) run(r *ledger.Run, changes []*ledger.Change) runView {
@@ -185,9 +200,13 @@ func (v viewer) change(c *ledger.Change) changeView {
 		PreviewedBy: parseActor(c.PreviewedBy), AppliedBy: parseActor(c.AppliedBy), UndoneBy: parseActor(c.UndoneBy),
 		Created: v.stamp(c.CreatedAt), Updated: v.stamp(c.UpdatedAt), Expires: v.stamp(c.ExpiresAt),
 		Applied: v.stamp(c.AppliedAt), UndoExpires: v.stamp(c.UndoExpiresAt), Undone: v.stamp(c.UndoneAt),
+		Badge: badgeOf(c), Failure: failureOf(c),
 	}
 	for _, w := range c.Warnings {
 		cv.Warnings = append(cv.Warnings, visible(w))
+	}
+	if c.Failure != "" && c.Failure != ledger.FailureError {
+		cv.ErrorType = "" // the kind says what happened; a Go type name only helps read an error
 	}
 	switch {
 	case c.Status != ledger.Applied:
@@ -209,28 +228,34 @@ func report(rep *changeset.RunReport, summaries map[string]string) *reportView {
 	}
 	steps := func(in []changeset.RunStep) []stepView {
 		out := []stepView{}
-		for _, s := range in {
+		for _, s := range in[:min(len(in), maxReportItems)] {
 			out = append(out, stepView{s.ChangeID, visible(s.Action), visible(s.Summary), visible(s.Resource)})
 		}
 		return out
 	}
 	notes := func(in []changeset.RunNote) []noteView {
 		out := []noteView{}
-		for _, n := range in {
-			out = append(out, noteView{n.ChangeID, visible(n.Action), summaries[n.ChangeID], visible(n.Reason)})
+		for _, n := range in[:min(len(in), maxReportItems)] {
+			out = append(out, noteView{n.ChangeID, visible(n.Action), summaries[n.ChangeID], visible(n.Reason), driftRows(n.Drift)})
 		}
 		return out
 	}
-	rv := &reportView{DryRun: rep.DryRun, Status: rep.Status, NoNetChange: steps(rep.NoNetChange),
-		Skipped: notes(rep.Skipped), Irreversible: notes(rep.Irreversible), Failed: notes(rep.Failed),
-		Notes: notes(rep.Notes), NotCarriedOut: rep.NotCarriedOut, UndoneBy: parseActor(rep.UndoneBy)}
-	rv.Undo = steps(rep.Undone)
+	undo := rep.Undone
 	if rep.DryRun {
-		rv.Undo = steps(rep.WillUndo)
+		undo = rep.WillUndo
 	}
-	rv.Nothing = len(rv.Undo)+len(rv.NoNetChange)+len(rv.Skipped)+len(rv.Irreversible)+len(rv.Failed) == 0
+	rv := &reportView{DryRun: rep.DryRun, Status: rep.Status, Undo: steps(undo), NoNetChange: steps(rep.NoNetChange),
+		Skipped: notes(rep.Skipped), Irreversible: notes(rep.Irreversible), Failed: notes(rep.Failed),
+		Notes: notes(rep.Notes), NotCarriedOut: rep.NotCarriedOut[:min(len(rep.NotCarriedOut), maxReportItems)], UndoneBy: parseActor(rep.UndoneBy),
+		UndoN: len(undo), NoNetN: len(rep.NoNetChange), SkippedN: len(rep.Skipped), IrrevN: len(rep.Irreversible),
+		FailedN: len(rep.Failed), NotesN: len(rep.Notes), NotCarriedN: len(rep.NotCarriedOut)}
+	rv.Nothing = rv.UndoN+rv.NoNetN+rv.SkippedN+rv.IrrevN+rv.FailedN == 0
 	return rv
 }
+
+// maxReportItems caps the entries one section of a report shows; the
+// section says how many more there are.
+const maxReportItems = 100
 
 // summaries maps each change's ID to its summary (or action), as shown.
 func summaries(changes []*ledger.Change) map[string]string {
@@ -244,9 +269,13 @@ func summaries(changes []*ledger.Change) map[string]string {
 	return m
 }
 
+// diffRows renders a stored diff by the rules of package diffview, the
+// same rules as the approval question: one row per changed field, a
+// nested object expanded into the nested fields that differ, "(none)" for
+// a side that does not exist, null as null.
 func diffRows(stored json.RawMessage) []diffRow {
 	var entries []struct {
-		Field         string
+		Field, Kind   string
 		Before, After json.RawMessage
 	}
 	if json.Unmarshal(stored, &entries) != nil {
@@ -254,22 +283,61 @@ func diffRows(stored json.RawMessage) []diffRow {
 	}
 	rows := make([]diffRow, 0, len(entries))
 	for _, e := range entries {
-		rows = append(rows, diffRow{Field: visible(e.Field), Before: jsonValue(e.Before), After: jsonValue(e.After)})
+		kind := e.Kind
+		if kind == "" { // stored before kinds existed
+			switch {
+			case isNull(e.Before) && !isNull(e.After):
+				kind = "added"
+			case isNull(e.After) && !isNull(e.Before):
+				kind = "removed"
+			default:
+				kind = "changed"
+			}
+		}
+		if kind == "changed" { // both sides exist, null included
+			e.Before, e.After = orNull(e.Before), orNull(e.After)
+		}
+		for _, l := range diffview.Lines(e.Field, kind, e.Before, e.After) {
+			field := l.Field
+			if field == "" {
+				field = "(the whole value)"
+			}
+			rows = append(rows, diffRow{Field: visible(field), Kind: l.Kind, Before: sideOf(l.Before), After: sideOf(l.After)})
+		}
 	}
 	return rows
 }
 
-// jsonValue renders one diff value: a string as itself, null as absent,
-// anything else as indented JSON.
-func jsonValue(raw json.RawMessage) value {
-	if len(raw) == 0 || string(raw) == "null" {
-		return value{Absent: true}
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+func orNull(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return json.RawMessage("null")
 	}
-	var s string
-	if raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return value{Text: visible(s)}
+	return v
+}
+
+// sideOf renders one side of a diff or drift row as diffview.Value does:
+// JSON text (a string in quotes), "(none)" for a side that does not
+// exist; objects and arrays are indented for reading. A very long value
+// is cut, saying so.
+func sideOf(raw json.RawMessage) value {
+	if raw == nil {
+		return value{Text: diffview.Absent, Absent: true}
 	}
-	return value{Text: pretty(raw), Code: true}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
+		return value{Text: cutValue(pretty(raw)), Code: true}
+	}
+	return value{Text: cutValue(visible(diffview.Value(raw)))}
+}
+
+// cutValue shortens a shown value to maxShownValue bytes.
+func cutValue(s string) string {
+	if len(s) <= maxShownValue {
+		return s
+	}
+	return cut(s, maxShownValue) + fmt.Sprintf(" (%d bytes in all)", len(s))
 }
 
 // pretty indents stored JSON for reading, or returns "" for none.

@@ -16,10 +16,12 @@
     else return null;
     return ago ? s + " ago" : "in " + s;
   }
+  // Each time reads "<absolute> (<relative>)"; only the relative part
+  // (a span with data-rel) is refreshed.
   function refresh() {
-    document.querySelectorAll("time[datetime]").forEach(function (el) {
-      var r = rel(el.getAttribute("datetime"));
-      if (r) el.textContent = r;
+    document.querySelectorAll("[data-rel]").forEach(function (el) {
+      var r = rel(el.getAttribute("data-rel"));
+      if (r) el.textContent = "(" + r + ")";
     });
   }
   document.addEventListener("submit", function (ev) {
