@@ -399,22 +399,46 @@ func (w *walk) holdDependencies(plan *runPlan) (bool, error) {
 			undone[s.c.ID] = true
 		}
 	}
-	more := false
+	var candidates []planStep
+	var resources []string
 	for _, s := range plan.steps {
-		if s.verdict != verdictUndo || !removes(s.c) || w.held[s.c.ID] != "" {
-			continue
+		if s.verdict == verdictUndo && removes(s.c) && w.held[s.c.ID] == "" {
+			candidates = append(candidates, s)
+			resources = append(resources, s.c.Resource)
 		}
-		dep, err := w.g.keptDependent(w.ctx, nil, s.c.Resource, w.runID, undone)
+	}
+	// One question to the ledger per MaxDependsOnAny resources, not one
+	// per change: which kept changes depend on any of them.
+	dependents := map[string][]*ledger.Change{}
+	slices.Sort(resources)
+	resources = slices.Compact(resources)
+	for chunk := range slices.Chunk(resources, ledger.MaxDependsOnAny) {
+		deps, err := w.g.ledger.ListChanges(w.ctx, ledger.ChangeFilter{Statuses: dependentStatuses, DependsOnAny: chunk})
 		if err != nil {
 			return false, err
 		}
-		if dep != nil {
-			w.held[s.c.ID] = dependencyReason(s.c, dep)
-			more = true
+		for _, d := range deps {
+			for _, r := range d.DependsOn {
+				dependents[r] = append(dependents[r], d)
+			}
+		}
+	}
+	more := false
+	for _, s := range candidates {
+		for _, dep := range dependents[s.c.Resource] {
+			if !undone[dep.ID] {
+				w.held[s.c.ID] = dependencyReason(s.c, dep)
+				more = true
+				break
+			}
 		}
 	}
 	return more, nil
 }
+
+// dependentStatuses are the statuses of a change whose dependencies an
+// undo must keep: applied, or possibly applied.
+var dependentStatuses = []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}
 
 // removes reports whether undoing c may remove its resource: c created it
 // (its "before" is null), or no state was recorded to tell.
@@ -427,7 +451,7 @@ func removes(c *ledger.Change) bool {
 // ledger: a change outside the run can depend on what the run created. q
 // is the transaction to read in, or nil for the database.
 func (g *Guard) keptDependent(ctx context.Context, tx *ledger.Tx, res, runID string, undone map[string]bool) (*ledger.Change, error) {
-	f := ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, DependsOn: res}
+	f := ledger.ChangeFilter{Statuses: dependentStatuses, DependsOn: res}
 	var deps []*ledger.Change
 	var err error
 	if tx != nil {

@@ -119,6 +119,10 @@ type ChangeFilter struct {
 	ExpiresAfter time.Time
 	// DependsOn selects changes whose DependsOn lists this resource.
 	DependsOn string
+	// DependsOnAny selects changes whose DependsOn lists any of these
+	// resources (at most MaxDependsOnAny; a run's undo asks once for all
+	// the resources it would remove).
+	DependsOnAny []string
 	// By selects changes that this actor previewed, applied or undid
 	// (PreviewedBy, AppliedBy or UndoneBy equal to it).
 	By string
@@ -128,6 +132,11 @@ type ChangeFilter struct {
 	Before *ChangeKey
 	Limit  int // at most this many; 0 means all
 }
+
+// MaxDependsOnAny bounds ChangeFilter.DependsOnAny: Ledger.ListChanges
+// refuses more, so that one statement's parameters stay within every
+// backend's limits.
+const MaxDependsOnAny = 500
 
 // MaxFilterText bounds ChangeFilter.Text: Ledger.ListChanges refuses a
 // longer search rather than send it to the database.

@@ -268,6 +268,9 @@ func (l *Ledger) List(ctx context.Context, statuses ...Status) ([]*Change, error
 
 // ListChanges returns the changes that match f, newest first.
 func (l *Ledger) ListChanges(ctx context.Context, f ChangeFilter) ([]*Change, error) {
+	if len(f.DependsOnAny) > MaxDependsOnAny {
+		return nil, fmt.Errorf("ledger: %d resources in DependsOnAny; at most %d are allowed", len(f.DependsOnAny), MaxDependsOnAny)
+	}
 	if len(f.Text) > MaxFilterText {
 		return nil, fmt.Errorf("ledger: the search text is %d bytes; at most %d are allowed", len(f.Text), MaxFilterText)
 	}

@@ -411,6 +411,9 @@ func testChangeSearch(t *testing.T, h Harness) {
 	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{Text: strings.Repeat("x", ledger.MaxFilterText+1)}); err == nil {
 		t.Error("a search text over MaxFilterText was accepted")
 	}
+	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{DependsOnAny: make([]string, ledger.MaxDependsOnAny+1)}); err == nil {
+		t.Error("more than MaxDependsOnAny resources were accepted")
+	}
 }
 
 func testChangeDelete(t *testing.T, h Harness) {

@@ -164,6 +164,11 @@ func testChangeScopeAndCount(t *testing.T, h Harness) {
 		{ledger.ChangeFilter{ScopeHash: "c"}, ""},
 		{ledger.ChangeFilter{DependsOn: "rule:1"}, "chg_4 chg_3 chg_1"},
 		{ledger.ChangeFilter{DependsOn: "rule:1", ScopeHash: "a", Statuses: []ledger.Status{ledger.Applied}}, "chg_4"},
+		// Any of several resources: each change once, however many it names.
+		{ledger.ChangeFilter{DependsOnAny: []string{"rule:2"}}, "chg_4"},
+		{ledger.ChangeFilter{DependsOnAny: []string{"rule:1", "rule:2"}}, "chg_4 chg_3 chg_1"},
+		{ledger.ChangeFilter{DependsOnAny: []string{"rule:2", "rule:9"}, Statuses: []ledger.Status{ledger.Pending}}, ""},
+		{ledger.ChangeFilter{DependsOnAny: []string{"rule:9"}}, ""},
 		{ledger.ChangeFilter{}, "chg_5 chg_4 chg_3 chg_2 chg_1"},
 		// Each expires a minute after it was created, one second apart.
 		{ledger.ChangeFilter{ScopeHash: "a", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: sec(1).Add(time.Minute)}, "chg_2"},

@@ -31,16 +31,18 @@ func (w *Where) Arg(v any) string {
 func (w *Where) Cond(cond string) { w.conds = append(w.conds, cond) }
 
 // In adds "column is one of values".
-func (w *Where) In(column string, values []string) {
+func (w *Where) In(column string, values []string) { w.Cond(w.anyOf(column, values)) }
+
+// anyOf is the condition "column is one of values", its arguments added.
+func (w *Where) anyOf(column string, values []string) string {
 	if w.d.ArrayParam {
-		w.Cond(column + " = ANY(" + w.Arg(values) + ")")
-		return
+		return column + " = ANY(" + w.Arg(values) + ")"
 	}
 	ps := make([]string, len(values))
 	for i, v := range values {
 		ps[i] = w.Arg(v)
 	}
-	w.Cond(column + " IN (" + strings.Join(ps, ", ") + ")")
+	return column + " IN (" + strings.Join(ps, ", ") + ")"
 }
 
 // String is " WHERE a AND b …", or "" without conditions.
@@ -100,6 +102,9 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 	}
 	if f.DependsOn != "" {
 		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
+	}
+	if len(f.DependsOnAny) > 0 {
+		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE " + w.anyOf("resource", f.DependsOnAny) + ")")
 	}
 	if f.By != "" {
 		w.Cond("(previewed_by = " + w.Arg(f.By) + " OR applied_by = " + w.Arg(f.By) + " OR undone_by = " + w.Arg(f.By) + ")")
