@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -251,4 +255,39 @@ func TestReconcile_ClosesARunLeftUndoing(t *testing.T) {
 		"reconciled run "+f.ids["run"]+": undoing → partially_undone")
 	wantErr(t, runL(t, f.path, "reconcile", f.ids["run"], "--note", "again", "--yes"), "cannot be reconciled (status: partially_undone)")
 	wantErr(t, runL(t, f.path, "reconcile", "run_00000000000000000000", "--note", "x", "--yes"), "run run_00000000000000000000 not found")
+}
+
+// TestListingsAreCapped: expire and prune list at most defaultLimit rows
+// and say how many they left out; --yes still acts on all of them.
+func TestListingsAreCapped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	clk := testkit.NewClock(time.Now().Add(-48 * time.Hour))
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerOps(g, &store{m: map[string]string{}})
+	const n = defaultLimit + 37
+	for i := range n {
+		if _, err := g.Preview(ctx, "set", map[string]any{"key": fmt.Sprint("k", i), "value": "v"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.Close()
+
+	r := runL(t, path, "expire")
+	want(t, r, exitDryRun, fmt.Sprintf("would expire %d pending changes", n), "…and 37 changes not listed")
+	if rows := strings.Count(r.stdout, "chg_"); rows != defaultLimit {
+		t.Errorf("expire's dry run lists %d changes, want %d", rows, defaultLimit)
+	}
+	r = runL(t, path, "expire", "--yes")
+	want(t, r, exitOK, fmt.Sprintf("expired %d changes", n), "…and 37 changes not listed")
+	r = runL(t, path, "prune", "--older-than", "0")
+	want(t, r, exitDryRun, fmt.Sprintf("would delete %d changes", n), "…and 37 changes not listed")
+	if rows := strings.Count(r.stdout, "chg_"); rows != defaultLimit {
+		t.Errorf("prune's dry run lists %d changes, want %d", rows, defaultLimit)
+	}
+	want(t, runL(t, path, "prune", "--older-than", "0", "--yes"), exitOK, fmt.Sprintf("deleted %d changes", n))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 )
 
 // ExpireCommand moves every pending change whose confirmation token has
@@ -42,9 +43,11 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(out, "expired %s\n", plural(len(ids), "change"))
-		for _, id := range ids {
+		shown, rest := capped(ids)
+		for _, id := range shown {
 			fmt.Fprintln(out, "  "+clean(id))
 		}
+		notListed(out, rest, "change")
 		return nil
 	}
 	ids, err := l.StaleChanges(ctx)
@@ -56,7 +59,8 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(out)
 		now := c.main.Now()
 		t := newTable(out, "ID", "ACTION", "EXPIRED", "SUMMARY")
-		for _, id := range ids {
+		shown, rest := capped(ids)
+		for _, id := range shown {
 			ch, err := l.Get(ctx, id)
 			if err != nil {
 				continue // gone meanwhile
@@ -66,6 +70,7 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
+		notListed(out, rest, "change")
 	}
 	fmt.Fprintln(out, "\ndry run: nothing was changed; run again with --yes to expire")
 	return errDryRun
@@ -94,4 +99,20 @@ Examples:
 	mcp-changeset expire
 	mcp-changeset expire --yes && mcp-changeset prune --older-than-days 30 --yes
 `
+}
+
+// capped returns the first defaultLimit items, which a listing prints, and
+// how many it leaves out.
+func capped[T any](items []T) (shown []T, rest int) {
+	if len(items) <= defaultLimit {
+		return items, 0
+	}
+	return items[:defaultLimit], len(items) - defaultLimit
+}
+
+// notListed says how many things a capped listing left out, if any.
+func notListed(out io.Writer, rest int, noun string) {
+	if rest > 0 {
+		fmt.Fprintf(out, "…and %s not listed\n", plural(rest, noun))
+	}
 }

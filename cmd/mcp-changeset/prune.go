@@ -117,7 +117,8 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 	if len(res.Changes) > 0 {
 		fmt.Fprintln(out)
 		t := newTable(out, "ID", "STATUS", "ACTION", "UPDATED", "SUMMARY")
-		for _, id := range res.Changes[:min(len(res.Changes), defaultLimit)] {
+		shown, rest := capped(res.Changes)
+		for _, id := range shown {
 			if ch, err := l.Get(ctx, id); err == nil {
 				t.row(clean(ch.ID), string(ch.Status), clean(ch.Action), when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 50)))
 			}
@@ -125,14 +126,13 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if n := len(res.Changes) - defaultLimit; n > 0 {
-			fmt.Fprintf(out, "…and %s more, not listed\n", plural(n, "change"))
-		}
+		notListed(out, rest, "change")
 	}
 	if len(res.Runs) > 0 {
 		fmt.Fprintln(out)
 		t := newTable(out, "RUN", "STATUS", "UPDATED", "LABEL")
-		for _, id := range res.Runs[:min(len(res.Runs), defaultLimit)] {
+		shown, rest := capped(res.Runs)
+		for _, id := range shown {
 			if r, err := l.GetRun(ctx, id); err == nil {
 				t.row(clean(r.ID), string(r.Status), when(r.UpdatedAt, now), orDash(clean(truncate(r.Label, 50))))
 			}
@@ -140,9 +140,7 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if n := len(res.Runs) - defaultLimit; n > 0 {
-			fmt.Fprintf(out, "…and %s more, not listed\n", plural(n, "run"))
-		}
+		notListed(out, rest, "run")
 	}
 	fmt.Fprintln(out, "\ndry run: nothing was deleted; run again with --yes to delete")
 	return errDryRun
