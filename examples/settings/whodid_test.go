@@ -162,18 +162,24 @@ func TestWhoDidWhat_TwoBearerIdentitiesAndAPerson(t *testing.T) {
 	if !slices.Equal(shownMoves, want[aTheme.ChangeID]) {
 		t.Errorf("show --json history = %v, want %v", shownMoves, want[aTheme.ChangeID])
 	}
-	for by, ids := range map[string][]string{
-		"agent:alice": {aTheme.ChangeID, aLang.ChangeID, aPending.ChangeID},
-		"agent:bob":   {bTheme.ChangeID, bLang.ChangeID},
-		person:        {aTheme.ChangeID},
-		"agent":       nil,
+	all5 := []string{aTheme.ChangeID, aLang.ChangeID, aPending.ChangeID, bTheme.ChangeID, bLang.ChangeID}
+	for filter, ids := range map[string][]string{
+		"--by agent:alice":                    {aTheme.ChangeID, aLang.ChangeID, aPending.ChangeID},
+		"--by agent:bob":                      {bTheme.ChangeID, bLang.ChangeID},
+		"--by " + person:                      {aTheme.ChangeID},
+		"--by agent":                          nil,
+		"--action set_setting --by agent:bob": {bTheme.ChangeID, bLang.ChangeID},
+		"--action set_settings":               nil,
+		"--since 1h":                          all5,
+		"--since 1h --status pending --action set_setting": {aPending.ChangeID},
 	} {
 		var listed struct {
 			Changes []struct {
 				ChangeID string `json:"change_id"`
 			}
 		}
-		if err := json.Unmarshal(cli(t, ledgerPath, "list", "--by", by, "--json"), &listed); err != nil {
+		args := append([]string{"list", "--json"}, strings.Fields(filter)...)
+		if err := json.Unmarshal(cli(t, ledgerPath, args...), &listed); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
@@ -183,7 +189,7 @@ func TestWhoDidWhat_TwoBearerIdentitiesAndAPerson(t *testing.T) {
 		slices.Sort(got)
 		slices.Sort(ids)
 		if !slices.Equal(got, ids) {
-			t.Errorf("list --by %s = %v, want %v", by, got, ids)
+			t.Errorf("list %s = %v, want %v", filter, got, ids)
 		}
 	}
 
