@@ -195,7 +195,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 			return nil, err
 		}
 		if hashOf(before) != c.StateHash {
-			return nil, &StateChangedError{ChangeID: c.ID, Phase: "apply"}
+			return nil, &StateChangedError{ChangeID: c.ID, Phase: "apply", found: before}
 		}
 		c.Before = before
 	}
@@ -283,6 +283,9 @@ func markFailed(c *ledger.Change, cause error, rolledBack bool) {
 		if c.Status == ledger.Undoing {
 			sc.Phase = "undo"
 		}
+	}
+	if sc != nil && sc.found != nil && sc.Phase == "apply" {
+		c.Before = sc.found // what the check found, for the people who review the refusal
 	}
 	if c.Status == ledger.Undoing {
 		c.Status = ledger.UndoFailed

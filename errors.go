@@ -1,6 +1,7 @@
 package changeset
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -125,6 +126,10 @@ type StateChangedError struct {
 	ChangeID string
 	// Phase is "apply" or "undo".
 	Phase string
+	// found is the state the Guard's own check found, kept in the failed
+	// change's Before for the people who review it; nil when the
+	// operation's own compare-and-set refused.
+	found json.RawMessage
 }
 
 // Is reports whether target is ErrStateChanged.

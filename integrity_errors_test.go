@@ -108,6 +108,10 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 		f.store.set("theme", "blue") // someone's edit
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "changed after the preview")
 		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError"})
+		// The row keeps what the check found, for the people who review it.
+		if c, err := f.guard.Ledger().Get(ctx, id); err != nil || string(c.Before) != `"blue"` || c.After != nil {
+			t.Fatalf("the refused change records before %s after %s (%v); want the found state \"blue\" and no after", c.Before, c.After, err)
+		}
 	})
 	t.Run("the operation returned an error", func(t *testing.T) {
 		id, token := f.preview("fail", "theme", "dark")

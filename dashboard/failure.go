@@ -21,10 +21,12 @@ type failureView struct {
 	// Title is one short sentence; Text explains it.
 	Title, Text string
 	// Expected is the state the check expected, when the ledger holds it
-	// (an undo expects the state the apply left); FoundKnown says whether
-	// the found state is known: the ledger never stores it.
+	// (an undo expects the state the apply left); Found is the state a
+	// refused apply's check found, which the ledger keeps in the change's
+	// Before (FoundKnown).
 	Expected   string
 	HasExpect  bool
+	Found      string
 	FoundKnown bool
 }
 
@@ -44,7 +46,8 @@ func failureOf(c *ledger.Change) *failureView {
 			fv.Expected, fv.HasExpect = pretty(c.After), len(c.After) > 0
 		} else {
 			fv.Title = "Refused: the state changed since the preview; nothing was written."
-			fv.Text = "The apply checked the resource first, found it no longer as the preview saw it, and stopped before writing. The ledger keeps only a digest of the state the preview saw, not the state itself, so it cannot show what changed. Preview again to see the current state."
+			fv.Text = "The apply checked the resource first, found it no longer as the preview saw it, and stopped before writing. Preview again to see the current state."
+			fv.Found, fv.FoundKnown = pretty(c.Before), len(c.Before) > 0
 		}
 		if !c.NothingWritten { // the library always knows for this kind; be honest if a row says otherwise
 			fv.Tone = "warn"

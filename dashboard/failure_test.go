@@ -46,7 +46,7 @@ func TestChangePage_RefusedApplyIsWordedNotRed(t *testing.T) {
 		`<span class="badge st-apply_refused">apply refused</span>`,
 		`<div class="banner refused failure" role="note">`,
 		"Refused: the state changed since the preview; nothing was written.",
-		"it cannot show what changed",
+		"Expected (the state the preview saw)", "Found (when the apply checked)", "edited by a person",
 		"Apply refused: the state changed since the preview; nothing was written") // the timeline
 	for _, bad := range []string{`banner error`, `st-apply_failed`, "StateChangedError", "Apply failed"} {
 		if strings.Contains(page.Body, bad) {

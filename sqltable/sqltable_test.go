@@ -162,6 +162,11 @@ func TestEditBetweenPreviewAndApply(t *testing.T) {
 					if c.Status != ledger.ApplyFailed || c.Failure != ledger.FailureStateChanged || !c.NothingWritten {
 						t.Fatalf("%s recorded as %s/%s nothing written %v", op.action, c.Status, c.Failure, c.NothingWritten)
 					}
+					// The refused change keeps the row the check found, on
+					// both paths (transactional or not).
+					if !strings.Contains(string(c.Before), op.action+"@person") {
+						t.Fatalf("the refused %s records before %s, want the row with the person's edit", op.action, c.Before)
+					}
 				}
 				// A create whose key was taken meanwhile.
 				p := e.preview("create", Row{"id": 99, "name": "Di"})
