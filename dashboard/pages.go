@@ -162,12 +162,12 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 		data.Newer = pageNo - 1
 	}
 	for _, run := range runs {
-		changes, err := d.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{RunID: run.ID})
+		tallies, err := d.guard.Ledger().TallyChanges(ctx, ledger.ChangeFilter{RunID: run.ID})
 		if err != nil {
 			d.internalError(w, r, err)
 			return
 		}
-		data.Runs = append(data.Runs, v.run(run, changes))
+		data.Runs = append(data.Runs, v.runSummary(run, tallies))
 	}
 	d.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: data})
 }

@@ -163,17 +163,29 @@ func parseActor(s string) *actor {
 }
 
 func (v viewer) run(r *ledger.Run, changes []*ledger.Change) runView {
+	var tallies []ledger.Tally
+	for _, c := range changes {
+		tallies = append(tallies, ledger.Tally{Action: c.Action, Status: c.Status, N: 1, Updated: c.UpdatedAt})
+	}
+	return v.runSummary(r, tallies)
+}
+
+// runSummary is run r as the lists show it, from the tallies of its
+// changes (ledger.TallyChanges), so that a list of runs reads no changes.
+func (v viewer) runSummary(r *ledger.Run, tallies []ledger.Tally) runView {
 	updated := r.UpdatedAt
 	byAction, byStatus := map[string]int{}, map[string]int{}
-	for _, c := range changes {
-		if c.UpdatedAt.After(updated) {
-			updated = c.UpdatedAt
+	total := 0
+	for _, t := range tallies {
+		if t.Updated.After(updated) {
+			updated = t.Updated
 		}
-		byAction[visible(c.Action)]++
-		byStatus[string(c.Status)]++
+		byAction[visible(t.Action)] += t.N
+		byStatus[string(t.Status)] += t.N
+		total += t.N
 	}
 	rv := runView{ID: r.ID, Label: visible(r.Label), Status: string(r.Status),
-		Created: v.stamp(r.CreatedAt), Updated: v.stamp(updated), UndoneBy: parseActor(r.UndoneBy), Total: len(changes)}
+		Created: v.stamp(r.CreatedAt), Updated: v.stamp(updated), UndoneBy: parseActor(r.UndoneBy), Total: total}
 	rv.ByAction = counts(byAction)
 	rv.ByStatus = counts(byStatus)
 	return rv

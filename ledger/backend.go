@@ -49,6 +49,9 @@ type Backend interface {
 	// CountChanges returns how many changes match f (its Limit and Before
 	// are ignored).
 	CountChanges(ctx context.Context, q Querier, f ChangeFilter) (int, error)
+	// TallyChanges counts the changes that match f (its Limit and Before
+	// are ignored) by action and status, without reading them.
+	TallyChanges(ctx context.Context, q Querier, f ChangeFilter) ([]Tally, error)
 	// DeleteChanges deletes the changes with the given IDs whose status is
 	// still one of statuses and reports how many it deleted.
 	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []Status) (int, error)
@@ -131,6 +134,16 @@ type ChangeFilter struct {
 	// with a smaller ID. It is how callers page through a list.
 	Before *ChangeKey
 	Limit  int // at most this many; 0 means all
+}
+
+// Tally is how many changes of one action are in one status, and when the
+// newest of them was last updated: what a summary of a run needs, without
+// its rows.
+type Tally struct {
+	Action  string
+	Status  Status
+	N       int
+	Updated time.Time
 }
 
 // MaxDependsOnAny bounds ChangeFilter.DependsOnAny: Ledger.ListChanges

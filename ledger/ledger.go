@@ -268,13 +268,19 @@ func (l *Ledger) List(ctx context.Context, statuses ...Status) ([]*Change, error
 
 // ListChanges returns the changes that match f, newest first.
 func (l *Ledger) ListChanges(ctx context.Context, f ChangeFilter) ([]*Change, error) {
-	if len(f.DependsOnAny) > MaxDependsOnAny {
-		return nil, fmt.Errorf("ledger: %d resources in DependsOnAny; at most %d are allowed", len(f.DependsOnAny), MaxDependsOnAny)
-	}
-	if len(f.Text) > MaxFilterText {
-		return nil, fmt.Errorf("ledger: the search text is %d bytes; at most %d are allowed", len(f.Text), MaxFilterText)
+	if err := f.check(); err != nil {
+		return nil, err
 	}
 	return l.b.ListChanges(ctx, l.b.DB(), f)
+}
+
+// TallyChanges counts the changes that match f by action and status,
+// sorted by action then status, without reading them (see Tally).
+func (l *Ledger) TallyChanges(ctx context.Context, f ChangeFilter) ([]Tally, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return l.b.TallyChanges(ctx, l.b.DB(), f)
 }
 
 // GetRun reads one run.
@@ -419,4 +425,15 @@ func (l *Ledger) ReconcileRun(ctx context.Context, id, note, by string) (*Run, e
 		return nil
 	})
 	return out, err
+}
+
+// check refuses a filter over the bounds a statement's parameters keep to.
+func (f ChangeFilter) check() error {
+	if len(f.DependsOnAny) > MaxDependsOnAny {
+		return fmt.Errorf("ledger: %d resources in DependsOnAny; at most %d are allowed", len(f.DependsOnAny), MaxDependsOnAny)
+	}
+	if len(f.Text) > MaxFilterText {
+		return fmt.Errorf("ledger: the search text is %d bytes; at most %d are allowed", len(f.Text), MaxFilterText)
+	}
+	return nil
 }

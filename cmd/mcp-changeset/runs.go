@@ -58,11 +58,11 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	}
 	views := make([]runView, len(runs))
 	for i, r := range runs {
-		changes, err := l.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
+		tallies, err := l.TallyChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
 		if err != nil {
 			return err
 		}
-		views[i] = viewRun(r, changes)
+		views[i] = viewRun(r, tallies)
 	}
 	if c.json {
 		return writeJSON(c.main.Stdout, struct {

@@ -145,8 +145,8 @@ func viewChangeDetail(c *ledger.Change, history []ledger.HistoryEntry) changeDet
 	return d
 }
 
-// viewRun builds the view of r from the changes that belong to it.
-func viewRun(r *ledger.Run, changes []*ledger.Change) runView {
+// viewRun builds the view of r from the tallies of its changes.
+func viewRun(r *ledger.Run, tallies []ledger.Tally) runView {
 	v := runView{
 		RunID:           r.ID,
 		Label:           r.Label,
@@ -154,11 +154,11 @@ func viewRun(r *ledger.Run, changes []*ledger.Change) runView {
 		UndoneBy:        r.UndoneBy,
 		CreatedAt:       jsonTime(r.CreatedAt),
 		UpdatedAt:       jsonTime(r.UpdatedAt),
-		ChangeCount:     len(changes),
 		ChangesByStatus: map[string]int{},
 	}
-	for _, c := range changes {
-		v.ChangesByStatus[string(c.Status)]++
+	for _, t := range tallies {
+		v.ChangesByStatus[string(t.Status)] += t.N
+		v.ChangeCount += t.N
 	}
 	return v
 }

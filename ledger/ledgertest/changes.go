@@ -31,6 +31,7 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"ConstraintsRefuseInvalidRows", testChangeConstraints},
 		{"ListFiltersNewestFirst", testChangeList},
 		{"ListSearchesActionTextAndTime", testChangeSearch},
+		{"TallyByActionAndStatus", testChangeTally},
 		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},
 		{"DependsOnFindsEachChangeOnceAndForgetsDeletedOnes", testChangeDependsOn},
 		{"PagingVisitsEveryChangeOnceNewestFirst", testChangePaging},
@@ -413,6 +414,55 @@ func testChangeSearch(t *testing.T, h Harness) {
 	}
 	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{DependsOnAny: make([]string, ledger.MaxDependsOnAny+1)}); err == nil {
 		t.Error("more than MaxDependsOnAny resources were accepted")
+	}
+}
+
+// testChangeTally: counts by action and status, with the newest update of
+// each group, for the changes a filter selects.
+func testChangeTally(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, _ := open(t, h)
+	insertRuns(t, l, "run_a", "run_b")
+	add := func(id, action string, st ledger.Status, run string, updated time.Time) {
+		c := pendingChange(id, sec(1))
+		c.Action, c.Status, c.RunID, c.UpdatedAt = action, st, run, updated
+		if st == ledger.Applied {
+			c.AppliedAt = updated
+		}
+		insertChanges(t, l, c)
+	}
+	add("chg_1", "set", ledger.Applied, "run_a", sec(3))
+	add("chg_2", "set", ledger.Applied, "run_a", sec(7))
+	add("chg_3", "set", ledger.Pending, "run_a", sec(2))
+	add("chg_4", "delete", ledger.Applied, "run_a", sec(5))
+	add("chg_5", "set", ledger.Applied, "run_b", sec(9))
+	show := func(ts []ledger.Tally) string {
+		var parts []string
+		for _, t := range ts {
+			parts = append(parts, fmt.Sprintf("%s/%s=%d@%d", t.Action, t.Status, t.N, t.Updated.Unix()-sec(0).Unix()))
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, tc := range []struct {
+		f    ledger.ChangeFilter
+		want string
+	}{
+		{ledger.ChangeFilter{RunID: "run_a"}, "delete/applied=1@5 set/applied=2@7 set/pending=1@2"},
+		{ledger.ChangeFilter{RunID: "run_b"}, "set/applied=1@9"},
+		{ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied}}, "delete/applied=1@5 set/applied=3@9"},
+		{ledger.ChangeFilter{RunID: "run_none"}, ""},
+		{ledger.ChangeFilter{RunID: "run_a", Limit: 1}, "delete/applied=1@5 set/applied=2@7 set/pending=1@2"}, // Limit ignored
+	} {
+		got, err := l.TallyChanges(ctx, tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := show(got); s != tc.want {
+			t.Errorf("TallyChanges(%+v) = %q, want %q", tc.f, s, tc.want)
+		}
+	}
+	if _, err := l.TallyChanges(ctx, ledger.ChangeFilter{Text: strings.Repeat("x", ledger.MaxFilterText+1)}); err == nil {
+		t.Error("a search text over MaxFilterText was accepted")
 	}
 }
 

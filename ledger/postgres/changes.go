@@ -67,6 +67,17 @@ func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.C
 	return n, b.interpretError("count changes in", err)
 }
 
+// TallyChanges counts the changes that match f by action and status.
+func (b *Backend) TallyChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
+	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
+	rows, err := q.QueryContext(ctx, b.sql.tallyChanges+w.String()+sqlval.TallyGroup, w.Args...)
+	if err != nil {
+		return nil, b.interpretError("tally changes in", err)
+	}
+	out, err := sqlval.ScanTallies(rows)
+	return out, b.interpretError("tally changes in", err)
+}
+
 // DeleteChanges deletes the changes with the given IDs whose status is
 // still one of statuses, and reports how many it deleted. IDs that match
 // nothing are ignored. A row that another transaction is changing is

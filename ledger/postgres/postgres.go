@@ -169,6 +169,7 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 // by parseTarget and quoted here; every value is a parameter.
 type statements struct {
 	insertChange, selectChanges, countChanges, updateChange, changeStatus string
+	tallyChanges                                                          string
 	deleteChanges, changeDeps                                             string
 	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
 	getMeta, setMeta                                                      string
@@ -188,6 +189,7 @@ func newStatements(schema string) statements {
 			SELECT DISTINCT c.id, d.resource FROM c, json_array_elements_text(c.depends_on::json) AS d (resource)`),
 		selectChanges: r.Replace(`SELECT ` + sqlval.Changes.Columns() + ` FROM {changes}`),
 		countChanges:  r.Replace(`SELECT count(*) FROM {changes}`),
+		tallyChanges:  r.Replace(`SELECT ` + sqlval.TallyColumns + ` FROM {changes}`),
 		changeDeps:    r.Replace(`{change_deps}`),
 		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
 			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),

@@ -220,3 +220,26 @@ func HistoryWhere(d Dialect, f ledger.HistoryFilter) *Where {
 
 // OldestFirst is the order of the history: by seq, ascending.
 const OldestFirst = " ORDER BY seq"
+
+// TallyColumns is the select list of a tally of changes, grouped by
+// TallyGroup.
+const (
+	TallyColumns = "action, status, count(*), max(updated_at)"
+	TallyGroup   = " GROUP BY action, status ORDER BY action, status"
+)
+
+// ScanTallies reads the rows of a tally query.
+func ScanTallies(rows *sql.Rows) ([]ledger.Tally, error) {
+	defer rows.Close()
+	var out []ledger.Tally
+	for rows.Next() {
+		var t ledger.Tally
+		var updated sql.NullInt64
+		if err := rows.Scan(&t.Action, &t.Status, &t.N, &updated); err != nil {
+			return nil, err
+		}
+		t.Updated = TimeFrom(updated)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
