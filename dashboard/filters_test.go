@@ -259,3 +259,43 @@ func TestChangesPage_WhoLinksToTheirChanges(t *testing.T) {
 		t.Errorf("by=agent:agent lists %v, want the change previewed over MCP (%s)", got, id)
 	}
 }
+
+// The runs list pages newest first, 50 at a time, by a cursor (the last
+// run of a page), so that any page costs its own rows; a cursor naming no
+// run is a clear 400.
+func TestRunsPage_PagesByCursor(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range 120 {
+		ids = append(ids, f.startRun(fmt.Sprintf("run %03d", i)))
+	}
+	slices.Reverse(ids) // newest first
+	c := f.login()
+	runsOn := func(body string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<a class="title" href="/runs/(run_[0-9a-f]{20})">`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	var seen []string
+	next, pages := "/", 0
+	for next != "" {
+		res := c.get(next)
+		if res.Code != http.StatusOK {
+			t.Fatalf("%s = %d", next, res.Code)
+		}
+		pages++
+		seen = append(seen, runsOn(res.Body)...)
+		if back := pagerLink(res.Body, "← Newest"); (pages > 1) != (back == "/") {
+			t.Fatalf("page %d: Newest link %q", pages, back)
+		}
+		next = pagerLink(res.Body, "Older →")
+	}
+	if pages != 3 || !slices.Equal(seen, ids) {
+		t.Fatalf("%d pages listed %d runs; want 3 pages of all %d, newest first, none twice", pages, len(seen), len(ids))
+	}
+	if res := c.get("/?before=run_00000000000000000000"); res.Code != http.StatusBadRequest || !strings.Contains(res.Body, "not in the ledger") {
+		t.Errorf("a cursor naming no run: %d", res.Code)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	changeset "github.com/mcp-changeset/changeset-go"
@@ -123,43 +122,40 @@ func (d *Dashboard) internalError(w http.ResponseWriter, r *http.Request, err er
 // runsData is the data of the runs page.
 type runsData struct {
 	Runs []runView
-	// Older and Newer are the numbers of the neighbouring pages (0:
-	// none); Page is this page's number, from 1.
-	Page, Older, Newer int
+	// Older is the last run of this page, where the next page starts
+	// ("": this is the last page); Newer says this is not the first page.
+	Older string
+	Newer bool
 }
 
 // runsPageSize is how many runs one page of the runs list shows.
 const runsPageSize = 50
 
-// maxRunsPage bounds the page number of the runs list: the ledger has no
-// cursor for runs, so a page is read from the newest run on.
-const maxRunsPage = 200
-
 func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, v := r.Context(), d.viewer()
-	pageNo := 1
-	if s := r.URL.Query().Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxRunsPage {
+	f := ledger.RunFilter{Limit: runsPageSize + 1}
+	data := runsData{Runs: []runView{}}
+	if id := r.URL.Query().Get("before"); id != "" {
+		after, err := d.guard.Ledger().GetRun(ctx, id)
+		if errors.Is(err, ledger.ErrNotFound) || (err == nil && after == nil) {
 			d.renderError(w, r, http.StatusBadRequest, "No such page",
-				fmt.Sprintf("The page number must be a whole number from 1 to %d. Start again from the newest runs.", maxRunsPage))
+				"The page started after a run that is not in the ledger (pruned, or a mistyped link). Start again from the newest runs.")
 			return
 		}
-		pageNo = n
+		if err != nil {
+			d.internalError(w, r, err)
+			return
+		}
+		f.Before, data.Newer = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}, true
 	}
-	skip := (pageNo - 1) * runsPageSize
-	runs, err := d.guard.Ledger().ListRuns(ctx, ledger.RunFilter{Limit: skip + runsPageSize + 1})
+	runs, err := d.guard.Ledger().ListRuns(ctx, f)
 	if err != nil {
 		d.internalError(w, r, err)
 		return
 	}
-	data := runsData{Runs: []runView{}, Page: pageNo}
-	runs = runs[min(skip, len(runs)):]
 	if len(runs) > runsPageSize {
-		runs, data.Older = runs[:runsPageSize], pageNo+1
-	}
-	if pageNo > 1 {
-		data.Newer = pageNo - 1
+		runs = runs[:runsPageSize]
+		data.Older = runs[len(runs)-1].ID
 	}
 	for _, run := range runs {
 		tallies, err := d.guard.Ledger().TallyChanges(ctx, ledger.ChangeFilter{RunID: run.ID})

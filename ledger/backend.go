@@ -170,5 +170,9 @@ type RunFilter struct {
 	SessionKey    Digest
 	UpdatedBefore time.Time // updated strictly before this instant
 	UpdatedSince  time.Time // updated at or after this instant
-	Limit         int
+	// Before selects runs that come after this key in the list's order
+	// (newest first), as ChangeFilter.Before does for changes: a page's
+	// last run (its CreatedAt and ID) starts the next page.
+	Before *ChangeKey
+	Limit  int
 }

@@ -214,6 +214,12 @@ func testRunList(t *testing.T, h Harness) {
 		{ledger.RunFilter{UpdatedSince: sec(5)}, "run_6 run_5 run_4"},
 		{ledger.RunFilter{UpdatedSince: sec(5).Add(time.Nanosecond)}, "run_6 run_4"},
 		{ledger.RunFilter{UpdatedSince: sec(3), UpdatedBefore: sec(5)}, "run_3b run_3a"},
+		// Paging: after a key, newest first; runs created in the same
+		// microsecond are ordered by ID.
+		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(4), ID: "run_4"}, Limit: 2}, "run_3b run_3a"},
+		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(3), ID: "run_3b"}}, "run_3a run_2 run_1"},
+		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(3), ID: "run_3b"}, ScopeHash: "a"}, "run_3a run_1"},
+		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(1), ID: "run_1"}}, ""},
 	} {
 		rs, err := l.ListRuns(ctx, tc.f)
 		if err != nil {

@@ -154,6 +154,9 @@ func RunWhere(d Dialect, f ledger.RunFilter) *Where {
 	if !f.UpdatedSince.IsZero() {
 		w.Cond("updated_at >= " + w.Arg(CeilMicro(f.UpdatedSince)))
 	}
+	if f.Before != nil {
+		w.after(f.Before.CreatedAt, f.Before.ID)
+	}
 	return w
 }
 
