@@ -106,8 +106,9 @@ func TestDiff_RefusesWhatJSONCannotHold(t *testing.T) {
 
 func TestDiffFields_SetsKinds(t *testing.T) {
 	got := render(t, changeset.DiffFields(map[string]any{"a": 1, "b": nil, "c": 3}, map[string]any{"a": 2, "b": nil, "d": nil}))
-	want := "a changed 1→2\nc removed 3→-\nd added -→<nil>"
-	want = strings.Replace(want, "<nil>", "-", 1) // an added nil After reads "-" here; the stored form is null
+	// d is added with the value nil, which reads "-" here (the stored form
+	// is null): its kind, not its value, says it was added.
+	want := "a changed 1→2\nc removed 3→-\nd added -→-"
 	if got != want {
 		t.Errorf("DiffFields:\n%s\nwant:\n%s", got, want)
 	}
@@ -162,11 +163,17 @@ func TestNewOperation_InfersTypesAndReturnsRefusalsWithoutZeroProposals(t *testi
 	changeset.Register(f.guard, &mcp.Tool{Name: "rename_contact"}, op)
 	cs := f.session
 
-	msg := mustFail(t, cs, "preview_rename_contact", map[string]any{"id": "bob", "name": "Bob"}, `no contact "bob"`)
-	if strings.Contains(msg, "errNoProposal") {
-		t.Errorf("refusal message = %q", msg)
+	mustFail(t, cs, "preview_rename_contact", map[string]any{"id": "bob", "name": "Bob"}, `no contact "bob"`)
+	// A Preview that returns neither is a bug: the agent gets the error's
+	// type and a reference to the log, and nothing is stored.
+	before := countStoredChanges(t, f.guard)
+	msg := mustFail(t, cs, "preview_rename_contact", map[string]any{"id": "ann", "name": ""}, "(reference ref_")
+	if strings.Contains(msg, "neither a proposal nor an error") {
+		t.Errorf("the agent reads the Go error's text: %q", msg)
 	}
-	mustFail(t, cs, "preview_rename_contact", map[string]any{"id": "ann", "name": ""}, "")
+	if n := countStoredChanges(t, f.guard); n != before {
+		t.Errorf("a Preview without a proposal stored %d changes", n-before)
+	}
 
 	p := mustCall(t, cs, "preview_rename_contact", map[string]any{"id": "ann", "name": "Anne"})
 	diff, _ := p["diff"].([]any)

@@ -107,7 +107,10 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		}
 	}
 
+	var sessionRun string // the session run the preview joined, if any
 	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		// WithTx may run this again.
+		sessionRun = ""
 		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
 			state, err := g.observeTx(ctx, tx, o, c.Payload)
 			if err != nil {
@@ -128,15 +131,15 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 			if err != nil {
 				return err
 			}
-			c.RunID = id
+			c.RunID, sessionRun = id, id
 		}
 		return tx.InsertChange(c)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if sessionKey != "" && runID == "" {
-		g.recent.saw(c.RunID, c.CreatedAt)
+	if sessionRun != "" {
+		g.recent.saw(sessionRun, c.CreatedAt)
 	}
 	g.logTransition(ctx, c, "", c.PreviewedBy)
 

@@ -2,8 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 
 	"github.com/chromedp/chromedp"
 )
@@ -45,43 +45,6 @@ func needBrowser(t *testing.T, withNode bool) string {
 		}
 	}
 	return exe
-}
-
-// stampFile in node_modules records the digest of the package.json and
-// package-lock.json that npm ci last installed.
-const stampFile = ".changeset-go-installed"
-
-// npmCI runs npm ci in dir unless node_modules already holds what
-// package-lock.json pins.
-func npmCI(t *testing.T, dir string) {
-	t.Helper()
-	h := sha256.New()
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
-	}
-	want := hex.EncodeToString(h.Sum(nil))
-	stamp := filepath.Join(dir, "node_modules", stampFile)
-	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
-		return
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("npm ci: %v", time.Since(start).Round(time.Millisecond))
 }
 
 // browser is a headless Chromium on a dashboard.
@@ -239,7 +202,7 @@ func (b *browser) axe(page, source string) {
 // axeSource installs the pinned axe-core and returns its script.
 func axeSource(t *testing.T) string {
 	t.Helper()
-	npmCI(t, axeDir)
+	testkit.NpmCI(t, axeDir)
 	src, err := os.ReadFile(filepath.Join(axeDir, "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
 		t.Fatal(err)

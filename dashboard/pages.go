@@ -137,7 +137,7 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	data := runsData{Runs: []runView{}}
 	if id := r.URL.Query().Get("before"); id != "" {
 		after, err := d.guard.Ledger().GetRun(ctx, id)
-		if errors.Is(err, ledger.ErrNotFound) || (err == nil && after == nil) {
+		if errors.Is(err, ledger.ErrNotFound) {
 			d.renderError(w, r, http.StatusBadRequest, "No such page",
 				"The page started after a run that is not in the ledger (pruned, or a mistyped link). Start again from the newest runs.")
 			return

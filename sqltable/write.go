@@ -103,21 +103,21 @@ func (t *Table) set(ctx context.Context, tx *sql.Tx, expected Row, values Row) (
 	return t.one(rows)
 }
 
-// remove deletes the row whose key and version are those of expected, and
-// reports whether there was one.
-func (t *Table) remove(ctx context.Context, tx *sql.Tx, expected Row) (bool, error) {
+// remove deletes the row whose key (and version, with a version column)
+// are those of expected, and returns it as it was, or nil when there was
+// none.
+func (t *Table) remove(ctx context.Context, tx *sql.Tx, expected Row) (Row, error) {
 	args := []any{expected[t.key]}
 	q := "DELETE FROM " + t.name + t.byKey
 	if t.version != "" {
 		args = append(args, expected[t.version])
 		q += " AND " + quote(t.version) + " = " + t.param(2)
 	}
-	res, err := tx.ExecContext(ctx, q, args...)
+	rows, err := tx.QueryContext(ctx, q+" RETURNING "+t.selectList, args...)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return t.one(rows)
 }
 
 // diffColumns are the columns of after that differ from before, other
@@ -174,18 +174,24 @@ func (t *Table) applyUpdate(ctx context.Context, tx *sql.Tx, p payload) (Row, er
 }
 
 func (t *Table) applyDelete(ctx context.Context, tx *sql.Tx, p payload) (Row, error) {
-	cur, err := t.get(ctx, tx, t.keyOf(p), true)
-	if err != nil {
-		return nil, err
+	expected := p.Before
+	if t.version == "" { // with a version column, the DELETE's WHERE checks it
+		cur, err := t.get(ctx, tx, t.keyOf(p), true)
+		if err != nil {
+			return nil, err
+		}
+		if !t.matches(cur, p.Before) {
+			return nil, changed("apply")
+		}
+		expected = cur
+	} else if t.beforeCheck != nil {
+		t.beforeCheck()
 	}
-	if !t.matches(cur, p.Before) {
+	row, err := t.remove(ctx, tx, expected)
+	if err == nil && row == nil {
 		return nil, changed("apply")
 	}
-	ok, err := t.remove(ctx, tx, cur)
-	if err == nil && !ok {
-		return nil, changed("apply")
-	}
-	return cur, err // the row exactly as it was deleted, for the undo
+	return row, err // the row exactly as it was deleted, for the undo
 }
 
 // undoCreate deletes the row the create made, unless it changed since.
@@ -197,8 +203,8 @@ func (t *Table) undoCreate(ctx context.Context, tx *sql.Tx, p payload, created R
 	if !t.matches(cur, created) {
 		return changed("undo")
 	}
-	ok, err := t.remove(ctx, tx, cur)
-	if err == nil && !ok {
+	row, err := t.remove(ctx, tx, cur)
+	if err == nil && row == nil {
 		return changed("undo")
 	}
 	return err

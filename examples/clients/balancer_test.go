@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
+
 	_ "github.com/jackc/pgx/v5/stdlib" // the test reads the ledger's tables
 	"github.com/mcp-changeset/changeset-go/examples/internal/exampletest"
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
@@ -45,7 +47,7 @@ func TestBalancer_ReplicasBehindHAProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	npmCI(t, dir)
+	testkit.NpmCI(t, dir)
 	dsn := pgtest.DSN(t)
 	cli := testbin.Build(t, "github.com/mcp-changeset/changeset-go/cmd/mcp-changeset")
 	start := time.Now()

@@ -12,8 +12,6 @@ package clients
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -25,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 
 	"github.com/mcp-changeset/changeset-go/examples/internal/exampletest"
 )
@@ -92,7 +92,7 @@ func TestTypeScriptClient_AcceptsEverySchemaAndResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	npmCI(t, dir)
+	testkit.NpmCI(t, dir)
 
 	listed, called := map[string]bool{}, map[string]bool{}
 	for _, tc := range []struct {
@@ -159,7 +159,7 @@ func TestTypeScriptClient_StatelessHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	npmCI(t, dir)
+	testkit.NpmCI(t, dir)
 	const token = "ts-client-0123456789abcdef01234567"
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte(token+" ts\n"), 0o600); err != nil {
@@ -350,44 +350,6 @@ func nodeMajor(v string) int {
 	major, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
 	n, _ := strconv.Atoi(major)
 	return n
-}
-
-// stampFile, in node_modules, holds the hash of package.json and
-// package-lock.json that npm ci last installed.
-const stampFile = ".changeset-go-installed"
-
-// npmCI runs npm ci in dir unless node_modules already holds what
-// package-lock.json pins.
-func npmCI(t *testing.T, dir string) {
-	t.Helper()
-	h := sha256.New()
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
-	}
-	want := hex.EncodeToString(h.Sum(nil))
-	stamp := filepath.Join(dir, "node_modules", stampFile)
-	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
-		return
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("npm ci: %v", time.Since(start).Round(time.Millisecond))
 }
 
 // runTSClient builds the example name and runs client.mjs on it with args,

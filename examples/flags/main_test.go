@@ -178,12 +178,12 @@ func TestHandEditBeforeARunsUndoIsSkippedWithDrift(t *testing.T) {
 	write(t, path, edited)
 
 	dry := c.DryRun(run)
-	note, ok := dry.SkippedNote(p.ChangeID)
+	note, ok := exampletest.SkippedNote(dry, p.ChangeID)
 	if !ok || len(note.Drift) != 1 || note.Drift[0].Field != "rollout" || string(note.Drift[0].Expected) != "50" || string(note.Drift[0].Found) != "75" {
 		t.Fatalf("dry run: %+v, want the update skipped with rollout 50 → 75", dry)
 	}
 	report := c.UndoRun(run, dry.ConfirmationToken)
-	if _, ok := report.SkippedNote(p.ChangeID); !ok || len(report.Undone) != 1 || report.Undone[0].ChangeID != pc.ChangeID {
+	if _, ok := exampletest.SkippedNote(report, p.ChangeID); !ok || len(report.Undone) != 1 || report.Undone[0].ChangeID != pc.ChangeID {
 		t.Fatalf("undo_run: %+v, want the create undone and the update skipped", report)
 	}
 	if got := flags(t, c); got != "beta off 75 " {

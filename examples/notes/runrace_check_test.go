@@ -107,7 +107,7 @@ func (it *iteration) checkRace() {
 	for _, c := range detail.Changes {
 		status[c.ChangeID] = c.Status
 	}
-	planned := dry.Planned()
+	planned := exampletest.Planned(dry)
 	it.statusAfterRace = status
 
 	if len(reports) == 0 {
@@ -131,7 +131,7 @@ func (it *iteration) checkRace() {
 			}
 			// B applied it after the dry run: the undo reported it as late,
 			// or B applied it after the undo opened the run again.
-			if n, ok := u.SkippedNote(c.id); ok {
+			if n, ok := exampletest.SkippedNote(u, c.id); ok {
 				if !strings.Contains(n.Reason, "after the plan was made") {
 					it.fatalf("change %s, applied by B after the dry run, is skipped for another reason: %q", c.id, n.Reason)
 				}
@@ -195,7 +195,7 @@ func (it *iteration) checkExecuted(dry, u exampletest.RunReport, status map[stri
 	}
 	late := 0
 	for _, n := range u.Skipped {
-		if dry.Planned()[n.ChangeID] {
+		if exampletest.Planned(dry)[n.ChangeID] {
 			continue
 		}
 		if !strings.Contains(n.Reason, "after the plan was made") {
@@ -382,13 +382,13 @@ func (it *iteration) knownBug() string {
 		}
 	}
 	if len(failed) > 0 && it.getRun().Status == "open" {
-		planned := it.a.DryRun(it.runID).Planned()
+		planned := exampletest.Planned(it.a.DryRun(it.runID))
 		for _, id := range failed {
 			if !planned[id] {
 				where := "no executed undo"
 				if it.undo != nil {
 					where = "neither skipped nor failed"
-					if _, ok := it.undo.SkippedNote(id); ok {
+					if _, ok := exampletest.SkippedNote(*it.undo, id); ok {
 						where = "skipped, \"left as it is\""
 					}
 					for _, n := range it.undo.Failed {

@@ -249,7 +249,7 @@ func TestRunPlan_AnEditAfterTheReviewIsNotOverwritten(t *testing.T) {
 	if len(dry2.WillUndo) != 0 || len(dry2.Skipped) != 2 {
 		t.Fatalf("second dry run = %+v, want both skipped", dry2)
 	}
-	nb, _ := dry2.SkippedNote(blue)
+	nb, _ := exampletest.SkippedNote(dry2, blue)
 	wantDrift(t, nb, `"blue"`, `"green"`)
 	rep := a.UndoRun(run, dry2.ConfirmationToken)
 	if len(rep.Undone) != 0 || rep.Status != "partially_undone" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/ledgertest"
 )
 
 // oldLedger builds, in the public schema of db, a ledger exactly as the
@@ -64,24 +65,7 @@ func TestMigrate_UpgradesAVersion2LedgerKeepingItsRows(t *testing.T) {
 	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3 4" {
 		t.Fatalf("versions after the upgrade: %q, %v", versions, err)
 	}
-	c, err := b.GetChange(ctx, b.DB(), "chg_old")
-	if err != nil || c.Summary != "old change" || c.Error != "boom" || c.Failure != "" || c.NothingWritten || c.DependsOn != nil || len(c.RedactFields) != 1 {
-		t.Fatalf("the old change after the upgrade: %+v, %v", c, err)
-	}
-	r, err := b.GetRun(ctx, b.DB(), "run_old")
-	if err != nil || r.Label != "old run" || r.Kind != ledger.RunTask || r.SessionKey != "" {
-		t.Fatalf("the old run after the upgrade: %+v, %v (want a task run)", r, err)
-	}
-	// The new columns and the side table work on the upgraded ledger.
-	n := &ledger.Change{ID: "chg_new", Action: "a", Status: ledger.Pending, RunID: "run_old", DependsOn: []string{"rule:42"},
-		CreatedAt: t0, UpdatedAt: t0}
-	if err := b.InsertChange(ctx, b.DB(), n); err != nil {
-		t.Fatal(err)
-	}
-	deps, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{DependsOn: "rule:42"})
-	if err != nil || len(deps) != 1 || deps[0].ID != "chg_new" {
-		t.Errorf("DependsOn after the upgrade: %v, %v", deps, err)
-	}
+	ledgertest.CheckUpgradedV1(t, b)
 	got := indexes(t, db)
 	for _, want := range []string{"runs_session", "changes_scope_status", "changes_run_created_id", "change_deps_resource", "change_deps_pkey"} {
 		if !slices.Contains(got, want) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/ledgertest"
 )
 
 // TestMigrate_UpgradesAVersion1LedgerInPlaceKeepingItsRows builds a ledger
@@ -123,23 +124,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	if err := b.DB().QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != SchemaVersion {
 		t.Fatalf("user_version = %d (%v), want %d", version, err, SchemaVersion)
 	}
-	c, err := b.GetChange(ctx, b.DB(), "chg_old")
-	if err != nil || c.Summary != "old change" || c.Error != "boom" || c.Failure != "" || c.NothingWritten || c.DependsOn != nil || len(c.RedactFields) != 1 {
-		t.Fatalf("the old change after the upgrade: %+v, %v", c, err)
-	}
-	r, err := b.GetRun(ctx, b.DB(), "run_old")
-	if err != nil || r.Label != "old run" || r.Kind != ledger.RunTask || r.SessionKey != "" {
-		t.Fatalf("the old run after the upgrade: %+v, %v (want a task run)", r, err)
-	}
-	n := &ledger.Change{ID: "chg_new", Action: "a", Status: ledger.Pending, RunID: "run_old", DependsOn: []string{"rule:42"},
-		CreatedAt: t0, UpdatedAt: t0}
-	if err := b.InsertChange(ctx, b.DB(), n); err != nil {
-		t.Fatal(err)
-	}
-	deps, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{DependsOn: "rule:42"})
-	if err != nil || len(deps) != 1 || deps[0].ID != "chg_new" {
-		t.Errorf("DependsOn after the upgrade: %v, %v", deps, err)
-	}
+	ledgertest.CheckUpgradedV1(t, b)
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)

@@ -1,53 +1,17 @@
 package exampletest
 
 import (
-	"encoding/json"
+	changeset "github.com/mcp-changeset/changeset-go"
 )
 
-// RunReport is the result of undo_run: a dry run's plan (WillUndo and a
-// ConfirmationToken) or what a real undo did (Undone, NotCarriedOut).
-type RunReport struct {
-	RunID             string    `json:"run_id"`
-	DryRun            bool      `json:"dry_run"`
-	Status            string    `json:"status"`
-	WillUndo          []RunStep `json:"will_undo"`
-	Undone            []RunStep `json:"undone"`
-	NoNetChange       []RunStep `json:"no_net_change"`
-	Skipped           []RunNote `json:"skipped"`
-	Irreversible      []RunNote `json:"irreversible"`
-	Failed            []RunNote `json:"failed"`
-	NotCarriedOut     []string  `json:"not_carried_out"`
-	Notes             []RunNote `json:"notes"`
-	ConfirmationToken string    `json:"confirmation_token"`
-	NextStep          string    `json:"next_step"`
-}
-
-// RunStep is a change that a run report undoes, will undo or closes.
-type RunStep struct {
-	ChangeID string `json:"change_id"`
-	Action   string `json:"action"`
-	Summary  string `json:"summary"`
-	Resource string `json:"resource"`
-}
-
-// RunNote is a change that a run report lists with a reason: skipped,
-// irreversible or failed.
-type RunNote struct {
-	ChangeID string  `json:"change_id"`
-	Action   string  `json:"action"`
-	Resource string  `json:"resource"`
-	Summary  string  `json:"summary"`
-	Reason   string  `json:"reason"`
-	Drift    []Drift `json:"drift"`
-}
-
-// Drift is what a run's undo expected to find and what it found. Expected
-// and Found are JSON values as the report carries them.
-type Drift struct {
-	Field    string          `json:"field"`
-	Expected json.RawMessage `json:"expected"`
-	Found    json.RawMessage `json:"found"`
-}
+// The run report types are the library's own: undo_run's result decodes
+// into them.
+type (
+	RunReport = changeset.RunReport
+	RunStep   = changeset.RunStep
+	RunNote   = changeset.RunNote
+	Drift     = changeset.Drift
+)
 
 // IDs returns the change IDs of steps, in order.
 func IDs(steps []RunStep) []string {
@@ -60,7 +24,7 @@ func IDs(steps []RunStep) []string {
 
 // Planned returns the IDs of every change a report names, in any of its
 // lists: for a dry run, the changes its plan decided about.
-func (r RunReport) Planned() map[string]bool {
+func Planned(r RunReport) map[string]bool {
 	ids := map[string]bool{}
 	for _, steps := range [][]RunStep{r.WillUndo, r.Undone, r.NoNetChange} {
 		for _, s := range steps {
@@ -76,7 +40,7 @@ func (r RunReport) Planned() map[string]bool {
 }
 
 // SkippedNote returns the skipped entry for change id, if any.
-func (r RunReport) SkippedNote(id string) (RunNote, bool) {
+func SkippedNote(r RunReport, id string) (RunNote, bool) {
 	for _, n := range r.Skipped {
 		if n.ChangeID == id {
 			return n, true
