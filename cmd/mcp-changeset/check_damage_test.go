@@ -62,7 +62,7 @@ func TestDamagedLedger_RefusedByEveryCommandCheckReportsItFileUnchanged(t *testi
 	f := populate(t)
 	pristine := readFile(t, f.path)
 	changeLeaves, _, pageSize := ledgerPages(t, f.path, "changes")
-	indexLeaves, indexInterior, _ := ledgerPages(t, f.path, "changes_status_updated")
+	indexLeaves, indexInterior, _ := ledgerPages(t, f.path, "changes_created")
 	if len(changeLeaves) < 2 {
 		t.Fatalf("the fixture's changes table has %d leaves, want several", len(changeLeaves))
 	}
@@ -74,7 +74,7 @@ func TestDamagedLedger_RefusedByEveryCommandCheckReportsItFileUnchanged(t *testi
 		check []string // what check prints on stdout
 	}{
 		{"a page of the changes table's rows", page(changeLeaves[len(changeLeaves)/2]), []string{"integrity: ", "page"}},
-		{"an index page", page(indexPage), []string{"integrity: ", "changes_status_updated"}},
+		{"an index page", page(indexPage), []string{"integrity: ", "changes_created"}},
 		{"the schema page", [2]int64{100, pageSize}, []string{"integrity: ledger: open ", "SQLite cannot read the file's schema"}},
 		{"the header", [2]int64{16, 100}, []string{"integrity: ledger: open ", "the file's SQLite header is damaged"}},
 		{"the header and its magic string", [2]int64{0, 100}, []string{"integrity: ledger: open ", "its first bytes were overwritten"}},

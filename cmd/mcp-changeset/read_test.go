@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -252,7 +254,7 @@ func TestHelp_EveryCommandHasUsageWithExamples(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema 4")
+	want(t, run(t, nil, "version"), exitOK, "mcp-changeset ", "SQLite ledger schema "+strconv.Itoa(sqlite.SchemaVersion))
 }
 
 func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {

@@ -31,6 +31,7 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"ConstraintsRefuseInvalidRows", testChangeConstraints},
 		{"ListFiltersNewestFirst", testChangeList},
 		{"ListSearchesActionTextAndTime", testChangeSearch},
+		{"StatusFiltersOfEveryMix", testChangeStatusFilters},
 		{"TallyByActionAndStatus", testChangeTally},
 		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},
 		{"DependsOnFindsEachChangeOnceAndForgetsDeletedOnes", testChangeDependsOn},
@@ -414,6 +415,53 @@ func testChangeSearch(t *testing.T, h Harness) {
 	}
 	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{DependsOnAny: make([]string, ledger.MaxDependsOnAny+1)}); err == nil {
 		t.Error("more than MaxDependsOnAny resources were accepted")
+	}
+}
+
+// testChangeStatusFilters lists and counts by every set of statuses a
+// caller passes: in-flight and failed ones only (which SQLite reads from
+// its partial index), at-rest ones only, and mixes of both, with a scope
+// and a page size.
+func testChangeStatusFilters(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, _ := open(t, h)
+	for i, st := range ledger.Statuses {
+		c := pendingChange(fmt.Sprintf("chg_%d", i), sec(i+1))
+		c.Status = st
+		if st == ledger.Applied {
+			c.AppliedAt = sec(i + 1)
+		}
+		if i%2 == 1 {
+			c.ScopeHash = "t"
+		}
+		insertChanges(t, l, c)
+	}
+	// Statuses: 0 pending, 1 expired, 2 applying, 3 applied,
+	// 4 apply_failed, 5 undoing, 6 undone, 7 undo_failed; odd ones in
+	// scope t.
+	S := func(ss ...ledger.Status) []ledger.Status { return ss }
+	for _, tc := range []struct {
+		f    ledger.ChangeFilter
+		want string
+	}{
+		{ledger.ChangeFilter{Statuses: S(ledger.Pending)}, "chg_0"},
+		{ledger.ChangeFilter{Statuses: S(ledger.Applying, ledger.Undoing)}, "chg_5 chg_2"},
+		{ledger.ChangeFilter{Statuses: S(ledger.ApplyFailed, ledger.UndoFailed, ledger.Pending)}, "chg_7 chg_4 chg_0"},
+		{ledger.ChangeFilter{Statuses: S(ledger.ApplyFailed, ledger.UndoFailed), ScopeHash: "t"}, "chg_7"},
+		{ledger.ChangeFilter{Statuses: S(ledger.Applied)}, "chg_3"},
+		{ledger.ChangeFilter{Statuses: S(ledger.Expired, ledger.Undone)}, "chg_6 chg_1"},
+		{ledger.ChangeFilter{Statuses: S(ledger.Applied, ledger.ApplyFailed)}, "chg_4 chg_3"},
+		{ledger.ChangeFilter{Statuses: S(ledger.Undone, ledger.Undoing, ledger.UndoFailed), Limit: 2}, "chg_7 chg_6"},
+		{ledger.ChangeFilter{Statuses: ledger.Statuses, ScopeHash: "t"}, "chg_7 chg_5 chg_3 chg_1"},
+	} {
+		if got := strings.Join(changeIDs(t, l, tc.f), " "); got != tc.want {
+			t.Errorf("ListChanges(%v) = %q, want %q", tc.f.Statuses, got, tc.want)
+		}
+		tc.f.Limit = 0
+		n, err := l.Backend().CountChanges(ctx, l.DB(), tc.f)
+		if want := len(changeIDs(t, l, tc.f)); err != nil || n != want {
+			t.Errorf("CountChanges(%v) = %d, %v; want %d", tc.f.Statuses, n, err, want)
+		}
 	}
 }
 

@@ -328,6 +328,22 @@ func testHistoryFilters(t *testing.T, h Harness) {
 	if n, err := l.Backend().CountChanges(ctx, l.DB(), ledger.ChangeFilter{By: "agent:alice"}); err != nil || n != 2 {
 		t.Errorf("CountChanges(By) = %d, %v", n, err)
 	}
+
+	// A clock that stepped back: a later entry carries an earlier time.
+	// Since selects by time whatever the order, and lists in seq order.
+	clk.Set(sec(15))
+	if err := step(ctx, l, "chg_1", ledger.Pending, ledger.Applying, func(c *ledger.Change) { c.AppliedBy = "agent:bob" }); err != nil {
+		t.Fatal(err)
+	}
+	history(t, l, ledger.HistoryFilter{Since: sec(20)},
+		entry{sec(20), "chg_2", "", "", "pending", "agent:alice", ""},
+		entry{sec(25), "chg_0", "run_1", "pending", "applying", "agent:bob", ""})
+	history(t, l, ledger.HistoryFilter{Since: sec(12)},
+		entry{sec(20), "chg_2", "", "", "pending", "agent:alice", ""},
+		entry{sec(25), "chg_0", "run_1", "pending", "applying", "agent:bob", ""},
+		entry{sec(15), "chg_1", "run_1", "pending", "applying", "agent:bob", ""})
+	history(t, l, ledger.HistoryFilter{Since: sec(12), By: "agent:bob", Limit: 1},
+		entry{sec(25), "chg_0", "run_1", "pending", "applying", "agent:bob", ""})
 }
 
 func testHistoryPrune(t *testing.T, h Harness) {

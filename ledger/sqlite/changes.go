@@ -48,10 +48,9 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 // time, then by ID descending for changes created in the same
 // microsecond), at most f.Limit of them, from just after f.Before.
 func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	w := sqlval.ChangeWhere(dialect, f, "change_deps", true)
-	query := `SELECT ` + sqlval.Changes.Columns() + ` FROM changes` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
+	query, args := listChangesQuery(f)
 	const op = "list changes in"
-	rows, err := q.QueryContext(ctx, query, w.Args...)
+	rows, err := b.queryPrepared(ctx, q, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
@@ -59,12 +58,24 @@ func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.Ch
 	return out, b.interpretError(op, err)
 }
 
+// listChangesQuery is the statement of ListChanges and its arguments.
+func listChangesQuery(f ledger.ChangeFilter) (string, []any) {
+	w := sqlval.ChangeWhere(dialect, f, "change_deps", true)
+	return `SELECT ` + sqlval.Changes.Columns() + ` FROM changes` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit), w.Args
+}
+
+// countChangesQuery is the statement of CountChanges and its arguments.
+func countChangesQuery(f ledger.ChangeFilter) (string, []any) {
+	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
+	return `SELECT count(*) FROM changes` + w.String(), w.Args
+}
+
 // CountChanges returns how many changes match f, whatever its Limit and
 // Before.
 func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
-	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
+	query, args := countChangesQuery(f)
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM changes`+w.String(), w.Args...).Scan(&n)
+	err := b.queryRowPrepared(ctx, q, query, args...).Scan(&n)
 	return n, b.interpretError("count changes in", err)
 }
 

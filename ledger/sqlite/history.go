@@ -18,15 +18,20 @@ func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.
 
 // ListHistory returns the entries f selects, oldest first (by seq).
 func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
-	w := sqlval.HistoryWhere(dialect, f)
-	query := `SELECT ` + sqlval.HistorySelect + ` FROM ledger_history` + w.String() + sqlval.OldestFirst + w.Limit(f.Limit)
+	query, args := listHistoryQuery(f)
 	const op = "read history in"
-	rows, err := q.QueryContext(ctx, query, w.Args...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
 	out, err := sqlval.ScanAll(rows, sqlval.ScanHistory)
 	return out, b.interpretError(op, err)
+}
+
+// listHistoryQuery is the statement of ListHistory and its arguments.
+func listHistoryQuery(f ledger.HistoryFilter) (string, []any) {
+	w := sqlval.HistoryWhere(dialect, f)
+	return `SELECT ` + sqlval.HistorySelect + ` FROM ledger_history` + w.String() + sqlval.OldestFirst + w.Limit(f.Limit), w.Args
 }
 
 // historySubject names the row an entry is about, for messages.

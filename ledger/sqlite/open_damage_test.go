@@ -190,7 +190,7 @@ func TestOpen_RefusesADamagedPageUnchanged(t *testing.T) {
 	pristinePath, _ := damageLedger(t, t.TempDir())
 	pristine := readFile(t, pristinePath)
 	trees, pageSize := treePages(t, pristinePath)
-	changes, index := trees["changes"], trees["changes_status_updated"]
+	changes, index := trees["changes"], trees["changes_created"]
 	if len(interiors(changes)) < 3 || len(interiors(index)) < 1 {
 		t.Fatalf("the ledger's trees are too shallow: changes %d interior pages, index %d", len(interiors(changes)), len(interiors(index)))
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -16,8 +17,19 @@ import (
 // holding the lock would then wait for a free connection while every
 // connection waits for the lock.
 
-// hotStatements are prepared by prepareHot.
-var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL}
+// hotStatements are prepared by prepareHot: the row statements, and the
+// filters a preview runs in its transaction (the pending quota of the
+// scope, the session's open run, that run's newest change). A filter's
+// statement depends only on which of its fields are set, so the one built
+// here from placeholder values is the one every preview builds.
+var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL,
+	first(countChangesQuery(ledger.ChangeFilter{ScopeHash: "-", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: time.Unix(1, 0)})),
+	first(listRunsQuery(ledger.RunFilter{ScopeHash: "-", Kind: ledger.RunSession, SessionKey: "-", Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})),
+	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1})),
+}
+
+// first is the query of a (query, arguments) pair.
+func first(query string, _ []any) string { return query }
 
 // prepareHot prepares hotStatements. A statement that cannot be prepared
 // (e.g. on a ledger opened before its migration) is simply run unprepared.
@@ -34,6 +46,9 @@ func (b *Backend) prepareHot(ctx context.Context) {
 func (b *Backend) bind(ctx context.Context, q ledger.Querier, query string) (*sql.Stmt, bool) {
 	v, ok := b.stmts.Load(query)
 	if !ok {
+		if _, inTx := q.(*sql.Tx); inTx {
+			b.unpreparedInTx.Add(1)
+		}
 		return nil, false
 	}
 	s := v.(*sql.Stmt)
@@ -50,6 +65,15 @@ func (b *Backend) execPrepared(ctx context.Context, q ledger.Querier, query stri
 		return q.ExecContext(ctx, query, args...)
 	}
 	return s.ExecContext(ctx, args...)
+}
+
+// queryPrepared runs query as a prepared statement on q.
+func (b *Backend) queryPrepared(ctx context.Context, q ledger.Querier, query string, args ...any) (*sql.Rows, error) {
+	s, ok := b.bind(ctx, q, query)
+	if !ok {
+		return q.QueryContext(ctx, query, args...)
+	}
+	return s.QueryContext(ctx, args...)
 }
 
 // queryRowPrepared runs query as a prepared statement on q.

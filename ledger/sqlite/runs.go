@@ -44,15 +44,20 @@ func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending).
 func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
-	w := sqlval.RunWhere(dialect, f)
-	query := `SELECT ` + sqlval.Runs.Columns() + ` FROM runs` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
+	query, args := listRunsQuery(f)
 	const op = "list runs in"
-	rows, err := q.QueryContext(ctx, query, w.Args...)
+	rows, err := b.queryPrepared(ctx, q, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
 	out, err := sqlval.ScanAll(rows, sqlval.Runs.Scan)
 	return out, b.interpretError(op, err)
+}
+
+// listRunsQuery is the statement of ListRuns and its arguments.
+func listRunsQuery(f ledger.RunFilter) (string, []any) {
+	w := sqlval.RunWhere(dialect, f)
+	return `SELECT ` + sqlval.Runs.Columns() + ` FROM runs` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit), w.Args
 }
 
 // DeleteRuns deletes the runs with the given IDs that no change refers to

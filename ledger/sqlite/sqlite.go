@@ -37,6 +37,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -50,7 +51,7 @@ const ApplicationID int32 = 0x4D434353
 
 // SchemaVersion is the PRAGMA user_version of a ledger whose schema is
 // current for this package.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Connection pool limits. SQLite in WAL mode serves many readers at once
 // while writers queue on the file's write lock (BEGIN IMMEDIATE), so the
@@ -84,6 +85,10 @@ type Backend struct {
 	path     string
 	readOnly bool
 	stmts    sync.Map // query → *sql.Stmt, see prepared.go
+	// unpreparedInTx counts the statements run unprepared inside a
+	// transaction through the helpers of prepared.go, for a test that
+	// the hot path runs none.
+	unpreparedInTx atomic.Int64
 
 	// size is the file's size with its write-ahead log when Open found
 	// it; fullCheckLimit is the size up to which ledger.CheckAuto runs

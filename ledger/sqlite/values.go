@@ -13,7 +13,8 @@ import (
 const maxIDsPerStatement = 500
 
 // dialect is how this backend spells booleans (INTEGER 0 or 1) and
-// parameters ("?", one per value of a list).
+// parameters ("?", one per value of a list); its changes table has the
+// partial index changes_open (migration 005).
 var dialect = sqlval.Dialect{
 	Bool: func(b bool) any {
 		if b {
@@ -21,7 +22,8 @@ var dialect = sqlval.Dialect{
 		}
 		return int64(0)
 	},
-	Param: question,
+	Param:     question,
+	OpenIndex: true,
 }
 
 // question is the placeholder of every parameter.

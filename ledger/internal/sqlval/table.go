@@ -21,6 +21,11 @@ type Dialect struct {
 	// ArrayParam says that a list of values binds as one array
 	// parameter (column = ANY($n)) rather than one parameter each.
 	ArrayParam bool
+	// OpenIndex says that the changes table has the partial index
+	// changes_open over the in-flight and failed statuses (SQLite), which
+	// the planner uses only when a filter spells those statuses as
+	// literals (see Where.statusIn).
+	OpenIndex bool
 }
 
 // Table maps the rows of one table to values of T: it is the one list of

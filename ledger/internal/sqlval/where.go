@@ -33,6 +33,41 @@ func (w *Where) Cond(cond string) { w.conds = append(w.conds, cond) }
 // In adds "column is one of values".
 func (w *Where) In(column string, values []string) { w.Cond(w.anyOf(column, values)) }
 
+// openStatuses are the statuses of changes_open, the partial index of
+// SQLite ledgers, spelled as the index's own WHERE spells them.
+var openStatuses = map[ledger.Status]string{
+	ledger.Pending:     "status = 'pending'",
+	ledger.Applying:    "status = 'applying'",
+	ledger.Undoing:     "status = 'undoing'",
+	ledger.ApplyFailed: "status = 'apply_failed'",
+	ledger.UndoFailed:  "status = 'undo_failed'",
+}
+
+// statusIn adds "status is one of statuses". On a dialect with
+// OpenIndex, statuses that all lie in changes_open are written as
+// literals, "(status = 'pending' OR …)": SQLite reads a partial index only
+// for a condition it can match against a branch of the index's WHERE, and
+// a bound parameter it matches only by re-preparing the statement on
+// every call. The literals come from openStatuses, never from the filter.
+func (w *Where) statusIn(statuses []ledger.Status) {
+	if w.d.OpenIndex {
+		ors := make([]string, 0, len(statuses))
+		for _, s := range statuses {
+			lit, ok := openStatuses[s]
+			if !ok {
+				ors = nil
+				break
+			}
+			ors = append(ors, lit)
+		}
+		if ors != nil {
+			w.Cond("(" + strings.Join(ors, " OR ") + ")")
+			return
+		}
+	}
+	w.In("status", strs(statuses))
+}
+
 // anyOf is the condition "column is one of values", its arguments added.
 func (w *Where) anyOf(column string, values []string) string {
 	if w.d.ArrayParam {
@@ -72,7 +107,7 @@ const NewestFirst = " ORDER BY created_at DESC, id DESC"
 func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Where {
 	w := NewWhere(d)
 	if len(f.Statuses) > 0 {
-		w.In("status", strs(f.Statuses))
+		w.statusIn(f.Statuses)
 	}
 	if f.RunID != "" {
 		w.Cond("run_id = " + w.Arg(f.RunID))
@@ -204,6 +239,14 @@ func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
 func HistoryWhere(d Dialect, f ledger.HistoryFilter) *Where {
 	w := NewWhere(d)
 	if !f.Since.IsZero() {
+		// The least seq of the entries at or after Since, read from the
+		// index of at, bounds the scan in seq order, which would
+		// otherwise start at the oldest entry. (min(seq + 0), not
+		// min(seq): SQLite answers a bare min(seq) by walking the table
+		// in seq order to the first match, the very scan this avoids.)
+		// at >= Since still decides which entries match.
+		since := w.Arg(CeilMicro(f.Since))
+		w.Cond("seq >= (SELECT min(seq + 0) FROM ledger_history WHERE at >= " + since + ")")
 		w.Cond("at >= " + w.Arg(CeilMicro(f.Since)))
 	}
 	if f.ChangeID != "" {
