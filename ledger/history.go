@@ -14,7 +14,9 @@ import (
 //
 // An entry of a change carries the change's run, if it has one, so that a
 // run's history lists its changes' transitions beside its own; an entry
-// of the run itself has an empty ChangeID.
+// of the run itself has an empty ChangeID. An entry with neither is about
+// the ledger itself: a prune (To is [HistoryPruned]), appended before the
+// rows it deletes in the same transaction.
 type HistoryEntry struct {
 	// Seq orders the entries: it grows with every entry appended. Two
 	// transitions of one row are always in the order they committed.
@@ -42,6 +44,12 @@ type HistoryEntry struct {
 	// when one reconciled the row. Never a payload, token or digest.
 	Note string
 }
+
+// HistoryPruned is the To of the entry a prune appends: ChangeID and
+// RunID empty, By the operator who pruned, Note what was deleted. Such an
+// entry is never deleted (no row owns it), which on SQLite also keeps
+// every Seq from being handed out twice.
+const HistoryPruned = "pruned"
 
 // HistoryFilter selects entries for [Backend.ListHistory]. Zero fields do
 // not filter.

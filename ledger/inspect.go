@@ -52,9 +52,10 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 	}
 	reached := map[string]string{} // change or run ID → its last entry's status
 	for _, e := range history {
-		if e.ChangeID != "" {
+		switch {
+		case e.ChangeID != "":
 			reached[e.ChangeID] = e.To
-		} else {
+		case e.RunID != "":
 			reached[e.RunID] = e.To
 		}
 	}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type PruneOptions struct {
 	BatchSize int
 	// Progress, if set, is called after each batch.
 	Progress func(deleted, total int)
+	// By names who prunes (e.g. "operator:ann"), for the history entry
+	// each of Prune's transactions appends (see HistoryPruned).
+	By string
 }
 
 // PruneResult lists what Prune deleted (or, on a dry run, would delete).
@@ -72,6 +76,9 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 		for start := 0; start < len(res.Changes); start += opts.BatchSize {
 			batch := res.Changes[start:min(start+opts.BatchSize, len(res.Changes))]
 			err := l.WithTx(ctx, func(tx *Tx) error {
+				if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d changes", len(batch))); err != nil {
+					return err
+				}
 				_, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
 				return err
 			})
@@ -113,6 +120,9 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 	}
 	if !opts.DryRun && len(res.Runs) > 0 {
 		err := l.WithTx(ctx, func(tx *Tx) error {
+			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d runs left with no changes", len(res.Runs))); err != nil {
+				return err
+			}
 			n, err := l.b.DeleteRuns(ctx, tx.tx, res.Runs)
 			if err == nil && n != len(res.Runs) {
 				// A change joined a run meanwhile; report what was deleted.
@@ -125,6 +135,14 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 		}
 	}
 	return res, nil
+}
+
+// appendPruneEntry appends the history entry of a prune transaction, before
+// it deletes anything: appended first, its Seq is above every entry the
+// transaction deletes, so the numbering never goes back (see
+// HistoryPruned).
+func (tx *Tx) appendPruneEntry(by, note string) error {
+	return tx.appendHistory(HistoryEntry{To: HistoryPruned, By: by, Note: note})
 }
 
 // remainingRuns returns the IDs among ids that no longer exist.

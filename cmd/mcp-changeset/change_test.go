@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,20 @@ func TestPrune_DeletesOnlyFinishedRowsOlderThanCutoff(t *testing.T) {
 		if deleted := status(t, f.path, f.ids[role]) == "(deleted)"; deleted != gone[role] {
 			t.Errorf("%s: deleted = %t, want %t", role, deleted, gone[role])
 		}
+	}
+	// The prune is in the history: one entry per transaction (the changes,
+	// the run), about the ledger, by the operator who ran it.
+	var pruned []string
+	for _, e := range logLines(t, runL(t, f.path, "log", "--json", "--limit", "0")) {
+		if e.To == "pruned" {
+			if e.ChangeID != "" || e.RunID != "" || e.By != "operator:"+username() {
+				t.Errorf("prune entry %+v", e)
+			}
+			pruned = append(pruned, e.Note)
+		}
+	}
+	if !slices.Equal(pruned, []string{"pruned up to 3 changes", "pruned up to 1 runs left with no changes"}) {
+		t.Errorf("prune entries in the log: %q", pruned)
 	}
 	want(t, runL(t, f.path, "runs"), exitOK, f.ids["run"])
 	if r := runL(t, f.path, "runs"); strings.Contains(r.stdout, f.ids["old_run"]) {

@@ -80,6 +80,7 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 		IncludeApplied: c.includeApplied,
 		DryRun:         !c.yes,
 		BatchSize:      pruneBatchSize,
+		By:             "operator:" + username(),
 	}
 	cutoff := l.Now().Add(-opts.OlderThan)
 	if !c.yes {

@@ -20,6 +20,7 @@ func exerciseHistory(t *testing.T, h Harness) {
 		{"ExpiryAndReconcile", testHistoryExpiryReconcile},
 		{"Filters", testHistoryFilters},
 		{"PruneDeletesTheRowsOfWhatItDeletes", testHistoryPrune},
+		{"SeqIsNeverReused", testHistorySeqNeverReused},
 	})
 }
 
@@ -363,11 +364,80 @@ func testHistoryPrune(t *testing.T, h Harness) {
 	if err := step(ctx, l, "chg_kept", ledger.Expired, ledger.Expired, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 86400 * time.Second})
+	if dry, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 86400 * time.Second, DryRun: true, By: "operator:dan"}); err != nil || !sameIDs(dry.Changes, "chg_gone") {
+		t.Fatalf("dry Prune = %v, %v", dry, err)
+	}
+	before, err := l.History(ctx, ledger.HistoryFilter{})
+	if err != nil || len(before) != 4 { // a dry run appends nothing
+		t.Fatalf("History before the prune = %+v, %v; want the 4 transitions", before, err)
+	}
+	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 86400 * time.Second, By: "operator:dan"})
 	if err != nil || !sameIDs(res.Changes, "chg_gone") {
 		t.Fatalf("Prune = %v, %v", res, err)
 	}
-	history(t, l, ledger.HistoryFilter{},
+	// The prune's own entry: about the ledger, by the operator, at the
+	// time of the prune.
+	after := history(t, l, ledger.HistoryFilter{},
 		entry{t0, "chg_kept", "", "", "pending", "", ""},
-		entry{sec(120), "chg_kept", "", "pending", "expired", "", ""})
+		entry{sec(120), "chg_kept", "", "pending", "expired", "", ""},
+		entry{sec(10 * 86400), "", "", "", ledger.HistoryPruned, "operator:dan", "pruned up to 1 changes"})
+	if after[2].Seq <= before[len(before)-1].Seq {
+		t.Errorf("the prune's entry has seq %d, not above the last entry before it (%d)", after[2].Seq, before[len(before)-1].Seq)
+	}
+	if problems, err := l.Check(ctx); err != nil || len(problems) != 0 {
+		t.Errorf("Check after a prune = %q, %v", problems, err)
+	}
+}
+
+// testHistorySeqNeverReused prunes every row, the newest entries with
+// them, and checks that the next entry is numbered above every entry
+// there ever was: a reader paging by seq (log --after) must never see a
+// number twice.
+func testHistorySeqNeverReused(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	insert := func(id string) {
+		t.Helper()
+		if err := l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertChange(pendingChange(id, l.Now())) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertRuns(t, l, "run_1")
+	insert("chg_1")
+	insert("chg_2")
+	clk.Set(sec(120))
+	if _, err := l.ExpireStale(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all, err := l.History(ctx, ledger.HistoryFilter{})
+	if err != nil || len(all) == 0 {
+		t.Fatalf("History = %v, %v", all, err)
+	}
+	highest := all[len(all)-1].Seq
+	clk.Set(sec(3 * 86400))
+	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 86400 * time.Second, By: "operator:dan"})
+	if err != nil || len(res.Changes) != 2 || len(res.Runs) != 1 {
+		t.Fatalf("Prune = %+v, %v", res, err)
+	}
+	left, err := l.History(ctx, ledger.HistoryFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if e.ChangeID != "" || e.RunID != "" || e.To != ledger.HistoryPruned || e.By != "operator:dan" {
+			t.Errorf("after pruning everything the history holds %+v", e)
+		}
+		if e.Seq <= highest {
+			t.Errorf("a prune entry has seq %d, not above %d", e.Seq, highest)
+		}
+		highest = max(highest, e.Seq)
+	}
+	if len(left) != 2 {
+		t.Errorf("%d prune entries, want 2 (one per transaction: changes, runs)", len(left))
+	}
+	insert("chg_3")
+	next, err := l.History(ctx, ledger.HistoryFilter{ChangeID: "chg_3"})
+	if err != nil || len(next) != 1 || next[0].Seq <= highest {
+		t.Fatalf("the entry after the prune = %+v, %v; want a seq above %d", next, err, highest)
+	}
 }

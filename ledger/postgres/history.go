@@ -10,11 +10,7 @@ import (
 // AppendHistory appends e to the history, in q's transaction.
 func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
 	_, err := q.ExecContext(ctx, b.sql.appendHistory, sqlval.HistoryArgs(e)...)
-	subject := "run " + e.RunID
-	if e.ChangeID != "" {
-		subject = "change " + e.ChangeID
-	}
-	return b.interpretError("append history of "+subject+" to", err)
+	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq). It

@@ -13,7 +13,7 @@ var appendHistorySQL = `INSERT INTO ledger_history (` + sqlval.HistoryColumns + 
 // AppendHistory appends e to the history, in q's transaction.
 func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
 	_, err := b.execPrepared(ctx, q, appendHistorySQL, sqlval.HistoryArgs(e)...)
-	return b.interpretError("append history of "+historySubject(e)+" to", err)
+	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq).
@@ -32,12 +32,4 @@ func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.Hi
 func listHistoryQuery(f ledger.HistoryFilter) (string, []any) {
 	w := sqlval.HistoryWhere(dialect, f)
 	return `SELECT ` + sqlval.HistorySelect + ` FROM ledger_history` + w.String() + sqlval.OldestFirst + w.Limit(f.Limit), w.Args
-}
-
-// historySubject names the row an entry is about, for messages.
-func historySubject(e ledger.HistoryEntry) string {
-	if e.ChangeID != "" {
-		return "change " + e.ChangeID
-	}
-	return "run " + e.RunID
 }

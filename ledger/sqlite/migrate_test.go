@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/ledgertest"
@@ -143,5 +144,68 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	}
 	if problems, err := b.Check(ctx); err != nil || len(problems) != 0 {
 		t.Fatalf("check after the upgrade: %v %v", problems, err)
+	}
+}
+
+// TestMigrate_Version5HistoryKeepsItsNumbering builds a version 5 ledger
+// whose newest history entry was pruned (so sqlite_sequence remembers a
+// number no entry holds any more) and opens it with the current code,
+// which rebuilds the history without AUTOINCREMENT: every entry keeps its
+// seq, a 'pruned' entry holds the remembered number, and the next entry
+// is numbered above it.
+func TestMigrate_Version5HistoryKeepsItsNumbering(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v5.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for _, m := range migrations[:5] {
+		stmts = append(stmts, m.SQL)
+	}
+	stmts = append(stmts,
+		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
+		"PRAGMA user_version = 5",
+		`INSERT INTO changes (id, action, status, scope_hash, payload, summary, created_at, updated_at, expires_at)
+		 VALUES ('chg_old', 'set', 'expired', 's', '{"k":"v"}', 'old change', 1000, 3000, 2000)`,
+		`INSERT INTO ledger_history (at, change_id, from_status, to_status, actor, note) VALUES (1000, 'chg_old', '', 'pending', 'agent:a', '')`,
+		`INSERT INTO ledger_history (at, change_id, from_status, to_status, actor, note) VALUES (3000, 'chg_old', 'pending', 'expired', '', '')`,
+		`INSERT INTO ledger_history (at, change_id, from_status, to_status, actor, note) VALUES (4000, 'chg_old', 'expired', 'expired', 'x', 'deleted below')`,
+		`DELETE FROM ledger_history WHERE seq = 3`,
+	)
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	db.Close()
+
+	ctx := context.Background()
+	b, err := Open(ctx, path, ledger.OpenOptions{BusyTimeout: ledger.DefaultBusyTimeout})
+	if err != nil {
+		t.Fatalf("open a version 5 ledger: %v", err)
+	}
+	defer b.Close()
+	got, err := b.ListHistory(ctx, b.DB(), ledger.HistoryFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Seq != 1 || got[1].Seq != 2 || got[1].To != "expired" || got[2].Seq != 3 ||
+		got[2].To != ledger.HistoryPruned || got[2].ChangeID != "" || got[2].RunID != "" {
+		t.Fatalf("history after the upgrade: %+v", got)
+	}
+	if err := b.AppendHistory(ctx, b.DB(), ledger.HistoryEntry{At: time.Now(), ChangeID: "chg_old", From: "expired", To: "expired"}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b.ListHistory(ctx, b.DB(), ledger.HistoryFilter{After: 3})
+	if err != nil || len(next) != 1 || next[0].Seq != 4 {
+		t.Fatalf("the entry after the upgrade: %+v, %v; want seq 4", next, err)
+	}
+	var autoinc int
+	if err := b.DB().QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name = 'ledger_history' AND sql LIKE '%AUTOINCREMENT%'`).Scan(&autoinc); err != nil || autoinc != 0 {
+		t.Errorf("ledger_history still declared with AUTOINCREMENT (%d, %v)", autoinc, err)
+	}
+	if problems, err := b.Check(ctx); err != nil || len(problems) != 0 {
+		t.Errorf("Check after the upgrade: %q, %v", problems, err)
 	}
 }

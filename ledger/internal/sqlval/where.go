@@ -222,6 +222,18 @@ func HistoryArgs(e ledger.HistoryEntry) []any {
 	return []any{TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note}
 }
 
+// HistorySubject names what an entry is about, for messages: a change, a
+// run, or the ledger itself (a prune's entry).
+func HistorySubject(e ledger.HistoryEntry) string {
+	switch {
+	case e.ChangeID != "":
+		return "change " + e.ChangeID
+	case e.RunID != "":
+		return "run " + e.RunID
+	}
+	return "the ledger"
+}
+
 // ScanHistory reads one row of HistorySelect.
 func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
 	var e ledger.HistoryEntry
