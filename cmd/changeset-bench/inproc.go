@@ -54,6 +54,9 @@ type mediumResult struct {
 	FSType string        `json:"fs_type"`
 	Raw    rawResult     `json:"raw"`
 	Cycles []cycleResult `json:"cycles"`
+	// LedgerOnly is an ordinary cycle's five transactions through package
+	// ledger alone (see ledgerOnly), measured in the same slices.
+	LedgerOnly rawResult `json:"ledger_only"`
 }
 
 // openGuard opens a Guard with the benchmark's operations on a new ledger
@@ -113,7 +116,7 @@ func runMedium(ctx context.Context, medium, dir string, d time.Duration, prog *p
 		}
 		cycles[op] = &cycleResult{Medium: medium, Op: opName(op), Steps: steps[op]}
 	}
-	prog.begin(medium+": baseline and cycles", 2*d+d/2)
+	prog.begin(medium+": baseline and cycles", 3*d)
 	for i := range slices {
 		prog.note(fmt.Sprintf("slice %d of %d", i+1, slices))
 		r, err := rawCommits(ctx, raw, slice/2, false)
@@ -121,6 +124,11 @@ func runMedium(ctx context.Context, medium, dir string, d time.Duration, prog *p
 			return nil, err
 		}
 		res.Raw = res.Raw.add(r)
+		lo, err := ledgerOnly(ctx, g.Ledger(), slice/2)
+		if err != nil {
+			return nil, err
+		}
+		res.LedgerOnly = res.LedgerOnly.add(lo)
 		for _, op := range []string{opOrdinary, opTx} {
 			c, err := runCycles(ctx, g, s, op, slice)
 			if err != nil {
