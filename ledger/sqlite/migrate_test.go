@@ -16,25 +16,11 @@ import (
 // exactly as version 1 of this package left it, with rows, and opens it
 // with the current code.
 func TestMigrate_UpgradesAVersion1LedgerInPlaceKeepingItsRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts := []string{
-		migrations[0].SQL,
-		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
-		"PRAGMA user_version = 1",
+	path := oldLedger(t, 1,
 		`INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_00000000000000000001', 'old run', 's', 'open', 1000, 2000)`,
 		`INSERT INTO changes (id, action, status, scope_hash, run_id, payload, payload_hash, diff, summary, applied_at, created_at, updated_at, expires_at)
 		 VALUES ('chg_00000000000000000001', 'set', 'applied', 's', 'run_00000000000000000001', '{"k":"v"}', 'h', '[]', 'old change', 3000, 1000, 3000, 9000)`,
-	}
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	db.Close()
+	)
 
 	b, err := Open(context.Background(), path, ledger.OpenOptions{BusyTimeout: ledger.DefaultBusyTimeout})
 	if err != nil {
@@ -94,26 +80,11 @@ func TestMigrate_ReadOnlyOpenOfAnOlderLedgerIsRefusedUnchanged(t *testing.T) {
 // old rows read back with the new fields' defaults (a run is a task run),
 // and the new columns, side table, trigger and indexes are there.
 func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v2.db")
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts := []string{
-		migrations[0].SQL,
-		migrations[1].SQL,
-		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
-		"PRAGMA user_version = 2",
+	path := oldLedger(t, 2,
 		`INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_old', 'old run', 's', 'open', 1000, 2000)`,
 		`INSERT INTO changes (id, action, status, scope_hash, run_id, payload, summary, error_type, error, created_at, updated_at, redact_fields)
 		 VALUES ('chg_old', 'set', 'apply_failed', 's', 'run_old', '{"k":"v"}', 'old change', 'E', 'boom', 1000, 3000, '["k"]')`,
-	}
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	db.Close()
+	)
 
 	ctx := context.Background()
 	b, err := Open(ctx, path, ledger.OpenOptions{BusyTimeout: ledger.DefaultBusyTimeout})
@@ -154,18 +125,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 // seq, a 'pruned' entry holds the remembered number, and the next entry
 // is numbered above it.
 func TestMigrate_Version5HistoryKeepsItsNumbering(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v5.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(ON)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stmts []string
-	for _, m := range migrations[:5] {
-		stmts = append(stmts, m.SQL)
-	}
-	stmts = append(stmts,
-		fmt.Sprintf("PRAGMA application_id = %d", ApplicationID),
-		"PRAGMA user_version = 5",
+	path := oldLedger(t, 5,
 		`INSERT INTO changes (id, action, status, scope_hash, payload, summary, created_at, updated_at, expires_at)
 		 VALUES ('chg_old', 'set', 'expired', 's', '{"k":"v"}', 'old change', 1000, 3000, 2000)`,
 		`INSERT INTO ledger_history (at, change_id, from_status, to_status, actor, note) VALUES (1000, 'chg_old', '', 'pending', 'agent:a', '')`,
@@ -173,12 +133,6 @@ func TestMigrate_Version5HistoryKeepsItsNumbering(t *testing.T) {
 		`INSERT INTO ledger_history (at, change_id, from_status, to_status, actor, note) VALUES (4000, 'chg_old', 'expired', 'expired', 'x', 'deleted below')`,
 		`DELETE FROM ledger_history WHERE seq = 3`,
 	)
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	db.Close()
 
 	ctx := context.Background()
 	b, err := Open(ctx, path, ledger.OpenOptions{BusyTimeout: ledger.DefaultBusyTimeout})
@@ -208,4 +162,28 @@ func TestMigrate_Version5HistoryKeepsItsNumbering(t *testing.T) {
 	if problems, err := b.Check(ctx); err != nil || len(problems) != 0 {
 		t.Errorf("Check after the upgrade: %q, %v", problems, err)
 	}
+}
+
+// oldLedger builds, in a new file, a ledger exactly as schema version
+// version of this package left it (its migrations and identity, foreign
+// keys on), runs rows on it, and returns its path.
+func oldLedger(t *testing.T, version int, rows ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", version))
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(ON)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var stmts []string
+	for _, m := range migrations[:version] {
+		stmts = append(stmts, m.SQL)
+	}
+	stmts = append(stmts, fmt.Sprintf("PRAGMA application_id = %d", ApplicationID), fmt.Sprintf("PRAGMA user_version = %d", version))
+	for _, s := range append(stmts, rows...) {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return path
 }
