@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -54,21 +55,26 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 	if opts.IncludeApplied {
 		statuses = append(append([]Status(nil), prunable...), Applied)
 	}
-	all, err := l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{Statuses: statuses})
-	if err != nil {
-		return PruneResult{}, err
-	}
-	var eligible []*Change
-	for _, c := range all {
-		if c.Status == Applied && c.Undoable && (c.UndoExpiresAt.IsZero() || now.Before(c.UndoExpiresAt)) {
-			continue // still undoable
-		}
-		eligible = append(eligible, c)
-	}
 	res := PruneResult{Changes: []string{}, Runs: []string{}}
-	for i, c := range eligible { // newest first
-		if i >= opts.Keep && c.UpdatedAt.Before(cutoff) {
-			res.Changes = append(res.Changes, c.ID)
+	// Pick what to delete a page at a time, newest first: memory holds one
+	// page of rows and the IDs picked, never the whole ledger.
+	gonePerRun := map[string]int{} // the changes picked, by run
+	eligible := 0
+	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: statuses}) {
+		if err != nil {
+			return PruneResult{}, err
+		}
+		for _, c := range page {
+			if c.Status == Applied && c.Undoable && (c.UndoExpiresAt.IsZero() || now.Before(c.UndoExpiresAt)) {
+				continue // still undoable
+			}
+			if eligible >= opts.Keep && c.UpdatedAt.Before(cutoff) {
+				res.Changes = append(res.Changes, c.ID)
+				if c.RunID != "" {
+					gonePerRun[c.RunID]++
+				}
+			}
+			eligible++
 		}
 	}
 	if !opts.DryRun {
@@ -91,31 +97,26 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 			}
 		}
 	}
-	runs, err := l.b.ListRuns(ctx, l.b.DB(), RunFilter{})
-	if err != nil {
-		return res, err
-	}
-	gone := make(map[string]bool, len(res.Changes))
-	for _, id := range res.Changes {
-		gone[id] = true
-	}
-	for _, r := range runs {
-		if r.Status == RunUndoing || !r.UpdatedAt.Before(cutoff) {
-			continue
-		}
-		changes, err := l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{RunID: r.ID})
+	// A run goes when it is old, not being undone, and left with no
+	// changes: none at all once the changes are deleted, or on a dry run
+	// none but those picked.
+	live := []RunStatus{RunOpen, RunUndone, RunPartiallyUndone}
+	for page, err := range l.runPages(ctx, RunFilter{Statuses: live, UpdatedBefore: cutoff}) {
 		if err != nil {
 			return res, err
 		}
-		empty := true
-		for _, c := range changes {
-			if !gone[c.ID] {
-				empty = false
-				break
+		for _, r := range page {
+			n, err := l.b.CountChanges(ctx, l.b.DB(), ChangeFilter{RunID: r.ID})
+			if err != nil {
+				return res, err
 			}
-		}
-		if empty {
-			res.Runs = append(res.Runs, r.ID)
+			want := 0
+			if opts.DryRun {
+				want = gonePerRun[r.ID]
+			}
+			if n == want {
+				res.Runs = append(res.Runs, r.ID)
+			}
 		}
 	}
 	if !opts.DryRun && len(res.Runs) > 0 {
@@ -135,6 +136,40 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 		}
 	}
 	return res, nil
+}
+
+// scanPage is how many rows Prune reads at a time.
+const scanPage = 500
+
+// changePages yields the changes f selects, newest first, scanPage at a
+// time (f's own Limit and Before are replaced).
+func (l *Ledger) changePages(ctx context.Context, f ChangeFilter) iter.Seq2[[]*Change, error] {
+	return func(yield func([]*Change, error) bool) {
+		f.Limit, f.Before = scanPage, nil
+		for {
+			page, err := l.b.ListChanges(ctx, l.b.DB(), f)
+			if !yield(page, err) || err != nil || len(page) < scanPage {
+				return
+			}
+			last := page[len(page)-1]
+			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+	}
+}
+
+// runPages yields the runs f selects, newest first, scanPage at a time.
+func (l *Ledger) runPages(ctx context.Context, f RunFilter) iter.Seq2[[]*Run, error] {
+	return func(yield func([]*Run, error) bool) {
+		f.Limit, f.Before = scanPage, nil
+		for {
+			page, err := l.b.ListRuns(ctx, l.b.DB(), f)
+			if !yield(page, err) || err != nil || len(page) < scanPage {
+				return
+			}
+			last := page[len(page)-1]
+			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+	}
 }
 
 // appendPruneEntry appends the history entry of a prune transaction, before

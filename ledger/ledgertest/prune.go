@@ -20,6 +20,7 @@ func exercisePrune(t *testing.T, h Harness) {
 		{"RunsOnlyWhenLeftWithoutChanges", testPruneRuns},
 		{"DryRunDeletesNothing", testPruneDryRun},
 		{"DeletesInBatchesAndReportsProgress", testPruneBatches},
+		{"ReadsTheLedgerPageByPage", testPrunePages},
 	})
 }
 
@@ -264,3 +265,73 @@ func testPruneBatches(t *testing.T, h Harness) {
 		t.Errorf("left %v", got)
 	}
 }
+
+// testPrunePages prunes more changes and runs than Prune reads at a time
+// (it pages through the ledger, 500 rows a page), with Keep falling inside
+// a page and a run whose changes straddle what is deleted and kept.
+func testPrunePages(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	const n = 1203 // run_a: the newest 600, run_b: the next 600, run_c: the oldest 3
+	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for _, id := range []string{"run_a", "run_b", "run_c"} {
+			if err := tx.InsertRun(&ledger.Run{ID: id, Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+				return err
+			}
+		}
+		for i := range n {
+			c := pendingChange(fmt.Sprintf("chg_%04d", i), t0.Add(time.Duration(i)*time.Second))
+			c.Status = ledger.Expired
+			switch {
+			case i < 3:
+				c.RunID = "run_c"
+			case i < 603:
+				c.RunID = "run_b"
+			default:
+				c.RunID = "run_a"
+			}
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(t0.Add(day))
+	opts := ledger.PruneOptions{Keep: 700, By: "operator:dan"}
+	check := func(res ledger.PruneResult) {
+		t.Helper()
+		if len(res.Changes) != n-700 || res.Changes[0] != "chg_0502" || res.Changes[len(res.Changes)-1] != "chg_0000" {
+			t.Errorf("Prune picked %d changes, %v … %v; want the oldest %d, newest first", len(res.Changes), res.Changes[:1], res.Changes[len(res.Changes)-1:], n-700)
+		}
+		if !reflect.DeepEqual(res.Runs, []string{"run_c"}) {
+			t.Errorf("Prune picked runs %v, want [run_c]", res.Runs)
+		}
+	}
+	opts.DryRun = true
+	dry, err := l.Prune(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(dry)
+	if got := len(left(t, l)); got != n {
+		t.Fatalf("a dry run left %d of %d changes", got, n)
+	}
+	opts.DryRun = false
+	done, err := l.Prune(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(done)
+	kept := left(t, l)
+	if len(kept) != 700 || kept[0] != "chg_0503" {
+		t.Errorf("left %d changes from %v, want 700 from chg_0503", len(kept), kept[:1])
+	}
+	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	if err != nil || len(runs) != 2 {
+		t.Errorf("runs left: %d, %v; want run_a and run_b", len(runs), err)
+	}
+}
+
