@@ -334,4 +334,3 @@ func testPrunePages(t *testing.T, h Harness) {
 		t.Errorf("runs left: %d, %v; want run_a and run_b", len(runs), err)
 	}
 }
-
