@@ -34,15 +34,8 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	changes, err := l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{})
-	var runs []*Run
-	if err == nil {
-		runs, err = l.b.ListRuns(ctx, l.b.DB(), RunFilter{})
-	}
-	var history []HistoryEntry
-	if err == nil {
-		history, err = l.b.ListHistory(ctx, l.b.DB(), HistoryFilter{})
-	}
+	rowProblems, err := l.checkRows(ctx)
+	problems = append(problems, rowProblems...)
 	if err != nil {
 		if len(problems) > 0 {
 			// The damage already reported stops the row checks.
@@ -50,31 +43,60 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 		}
 		return nil, err
 	}
+	return problems, nil
+}
+
+// checkRows checks the invariants of every run and change, reading the
+// history, the runs and the changes a page at a time: memory holds a page
+// of rows and, per row with history, the status its last entry reached.
+func (l *Ledger) checkRows(ctx context.Context) ([]string, error) {
 	reached := map[string]string{} // change or run ID → its last entry's status
-	for _, e := range history {
-		switch {
-		case e.ChangeID != "":
-			reached[e.ChangeID] = e.To
-		case e.RunID != "":
-			reached[e.RunID] = e.To
+	f := HistoryFilter{Limit: scanPage}
+	for {
+		page, err := l.b.ListHistory(ctx, l.b.DB(), f)
+		if err != nil {
+			return nil, err
 		}
+		for _, e := range page {
+			switch {
+			case e.ChangeID != "":
+				reached[e.ChangeID] = e.To
+			case e.RunID != "":
+				reached[e.RunID] = e.To
+			}
+		}
+		if len(page) < scanPage {
+			break
+		}
+		f.After = page[len(page)-1].Seq
 	}
-	known := make(map[string]bool, len(runs))
-	for _, r := range runs {
-		known[r.ID] = true
-		problems = append(problems, runProblems(r)...)
-		if to, ok := reached[r.ID]; ok && to != string(r.Status) && r.Status.Valid() {
-			problems = append(problems, fmt.Sprintf("run %s: %s, but its history ends at %s: a transition was written without its history entry", r.ID, r.Status, to))
+	var problems []string
+	known := map[string]bool{}
+	for page, err := range l.runPages(ctx, RunFilter{}) {
+		if err != nil {
+			return problems, err
+		}
+		for _, r := range page {
+			known[r.ID] = true
+			problems = append(problems, runProblems(r)...)
+			if to, ok := reached[r.ID]; ok && to != string(r.Status) && r.Status.Valid() {
+				problems = append(problems, fmt.Sprintf("run %s: %s, but its history ends at %s: a transition was written without its history entry", r.ID, r.Status, to))
+			}
 		}
 	}
 	now := l.now()
-	for _, c := range changes {
-		problems = append(problems, changeProblems(c, now)...)
-		if c.RunID != "" && !known[c.RunID] {
-			problems = append(problems, fmt.Sprintf("change %s: its run %s does not exist", c.ID, c.RunID))
+	for page, err := range l.changePages(ctx, ChangeFilter{}) {
+		if err != nil {
+			return problems, err
 		}
-		if to, ok := reached[c.ID]; ok && to != string(c.Status) && c.Status.Valid() {
-			problems = append(problems, fmt.Sprintf("change %s: %s, but its history ends at %s: a transition was written without its history entry", c.ID, c.Status, to))
+		for _, c := range page {
+			problems = append(problems, changeProblems(c, now)...)
+			if c.RunID != "" && !known[c.RunID] {
+				problems = append(problems, fmt.Sprintf("change %s: its run %s does not exist", c.ID, c.RunID))
+			}
+			if to, ok := reached[c.ID]; ok && to != string(c.Status) && c.Status.Valid() {
+				problems = append(problems, fmt.Sprintf("change %s: %s, but its history ends at %s: a transition was written without its history entry", c.ID, c.Status, to))
+			}
 		}
 	}
 	return problems, nil

@@ -307,13 +307,25 @@ func (l *Ledger) StaleChanges(ctx context.Context) ([]string, error) {
 }
 
 func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error) {
-	pending, err := l.List(ctx, Pending)
-	if err != nil {
-		return nil, err
-	}
 	now := l.now()
 	var ids []string
-	for _, c := range pending {
+	// A page of pending changes at a time: those it expires leave the
+	// filter behind the cursor, which the next page starts from.
+	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Pending}}) {
+		if err != nil {
+			return ids, err
+		}
+		if ids, err = l.expirePage(ctx, page, now, ids, dryRun); err != nil {
+			return ids, err
+		}
+	}
+	return ids, nil
+}
+
+// expirePage expires the changes of page whose token has expired at now
+// (or, on a dry run, only lists them), appending their IDs to ids.
+func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, ids []string, dryRun bool) ([]string, error) {
+	for _, c := range page {
 		if now.Before(c.ExpiresAt) {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ func exerciseTransitions(t *testing.T, h Harness) {
 		{"ReadersSeeOnlyCommittedRowsAndNeverWait", testTxReaders},
 		{"FullCycleIsOneCompareAndSetPerStep", testFullCycle},
 		{"ExpireStaleMovesOnlyExpiredPending", testExpireStale},
+		{"ExpireStaleAndCheckReadPageByPage", testExpireStalePages},
 		{"ReconcileClosesOnlyInFlightChanges", testReconcile},
 		{"TerminalTransitionRedactsMarkedFields", testRedaction},
 		{"EveryAllowedChangeMoveIsWrittenAndNoOther", testChangeMoves},
@@ -350,5 +353,64 @@ func testRedaction(t *testing.T, h Harness) {
 		!strings.Contains(string(got.Payload), `"key":"password"`) || !strings.Contains(string(got.Payload), ledger.RedactedPrefix) ||
 		!got.RedactedAt.Equal(sec(2)) {
 		t.Errorf("after the terminal transition: payload %s diff %s redacted at %v", got.Payload, got.Diff, got.RedactedAt)
+	}
+}
+
+// testExpireStalePages expires more pending changes than ExpireStale reads
+// at a time (500), some of each page still valid, so that the changes it
+// moves leave the filter while it pages.
+func testExpireStalePages(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	const n = 1101
+	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for i := range n {
+			c := pendingChange(fmt.Sprintf("chg_%04d", i), t0.Add(time.Duration(i)*time.Millisecond))
+			if i%10 == 0 {
+				c.ExpiresAt = t0.Add(time.Hour) // still valid at the check
+			}
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(t0.Add(30 * time.Minute))
+	stale, err := l.StaleChanges(ctx)
+	if err != nil || len(stale) != n-111 {
+		t.Fatalf("StaleChanges = %d, %v; want %d", len(stale), err, n-111)
+	}
+	moved, err := l.ExpireStale(ctx)
+	if err != nil || !reflect.DeepEqual(moved, stale) {
+		t.Fatalf("ExpireStale moved %d (%v), want the %d StaleChanges listed", len(moved), err, len(stale))
+	}
+	if got := changeIDs(t, l, ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Pending}}); len(got) != 111 {
+		t.Errorf("%d changes still pending, want 111", len(got))
+	}
+	if again, err := l.ExpireStale(ctx); err != nil || len(again) != 0 {
+		t.Errorf("a second ExpireStale moved %d (%v)", len(again), err)
+	}
+
+	// Check reads the rows and the history (over 2,000 entries) a page at
+	// a time too: a row moved behind the ledger's back on the first page
+	// and on the last is found.
+	if problems, err := l.Check(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("Check = %q, %v", problems, err)
+	}
+	if _, err := l.DB().ExecContext(ctx, `UPDATE changes SET status = 'undone' WHERE id IN ('chg_0001', 'chg_1099')`); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := l.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"chg_0001", "chg_1099"} {
+		want := "change " + id + ": undone, but its history ends at expired"
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("Check does not report %s: %q", id, problems)
+		}
 	}
 }
