@@ -252,7 +252,7 @@ func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) err
 			return err
 		}
 		if c.After == nil || string(current) != string(c.After) {
-			return &StateChangedError{ChangeID: c.ID, Phase: "undo"}
+			return &StateChangedError{ChangeID: c.ID, Phase: "undo", found: current}
 		}
 	}
 	if _, err := call(func() (any, error) { return nil, r.undo(c.Payload, c.Result) }); err != nil {
@@ -284,8 +284,12 @@ func markFailed(c *ledger.Change, cause error, rolledBack bool) {
 			sc.Phase = "undo"
 		}
 	}
-	if sc != nil && sc.found != nil && sc.Phase == "apply" {
-		c.Before = sc.found // what the check found, for the people who review the refusal
+	if sc != nil && sc.found != nil { // what the check found, for the people who review the refusal
+		if sc.Phase == "apply" {
+			c.Before = sc.found
+		} else {
+			c.UndoFound = sc.found
+		}
 	}
 	if c.Status == ledger.Undoing {
 		c.Status = ledger.UndoFailed

@@ -317,6 +317,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		if f.status(id) != ledger.UndoFailed {
 			t.Fatalf("status = %s", f.status(id))
 		}
+		// The ledger keeps what the check found beside what it expected.
+		rec, _ := f.guard.Record(context.Background(), id)
+		if !strings.Contains(string(rec.UndoFound), "solarized") || !strings.Contains(string(rec.After), "dark") {
+			t.Errorf("refused undo kept found %s, after %s", rec.UndoFound, rec.After)
+		}
 	})
 
 	t.Run("Apply_ErrorReachesAgentAsTypeNameOnly", func(t *testing.T) {

@@ -21,13 +21,16 @@ type failureView struct {
 	// Title is one short sentence; Text explains it.
 	Title, Text string
 	// Expected is the state the check expected, when the ledger holds it
-	// (an undo expects the state the apply left); Found is the state a
-	// refused apply's check found, which the ledger keeps in the change's
-	// Before (FoundKnown).
-	Expected   string
-	HasExpect  bool
-	Found      string
-	FoundKnown bool
+	// (an undo expects the state the apply left); Found is the state the
+	// refusing check found, which the ledger keeps in the change's Before
+	// for an apply and in UndoFound for an undo (FoundKnown). FoundWhen
+	// is "apply" or "undo"; FoundMissing says why Found is not shown.
+	Expected     string
+	HasExpect    bool
+	Found        string
+	FoundKnown   bool
+	FoundWhen    string
+	FoundMissing string
 }
 
 // failureOf words c's failure, or returns nil when c has not failed.
@@ -42,12 +45,15 @@ func failureOf(c *ledger.Change) *failureView {
 		fv.Tone = "refused"
 		if undo {
 			fv.Title = "Undo refused: the resource changed after this change was applied; nothing was written."
-			fv.Text = "Someone (or something) edited it since, and undoing would have overwritten that edit. The ledger keeps the state the apply left, shown as expected; it does not keep the state the check found."
+			fv.Text = "Someone (or something) edited it since, and undoing would have overwritten that edit. Expected is the state the apply left; found is what the undo's check saw instead."
 			fv.Expected, fv.HasExpect = pretty(c.After), len(c.After) > 0
+			fv.Found, fv.FoundKnown, fv.FoundWhen = pretty(c.UndoFound), len(c.UndoFound) > 0, "undo"
+			fv.FoundMissing = "Not kept by the ledger: the undo was refused before the ledger kept what its check found (ledger schema 7), or by the operation's own check."
 		} else {
 			fv.Title = "Refused: the state changed since the preview; nothing was written."
 			fv.Text = "The apply checked the resource first, found it no longer as the preview saw it, and stopped before writing. Preview again to see the current state."
-			fv.Found, fv.FoundKnown = pretty(c.Before), len(c.Before) > 0
+			fv.Found, fv.FoundKnown, fv.FoundWhen = pretty(c.Before), len(c.Before) > 0, "apply"
+			fv.FoundMissing = "Not kept by the ledger: the operation's own check refused, before anything was written."
 		}
 		if !c.NothingWritten { // the library always knows for this kind; be honest if a row says otherwise
 			fv.Tone = "warn"

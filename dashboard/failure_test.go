@@ -68,8 +68,10 @@ func TestChangePage_RefusedApplyIsWordedNotRed(t *testing.T) {
 }
 
 // Undoing a change whose resource a person edited since is refused and
-// writes nothing; the page says so and shows the state the undo expected.
-func TestChangePage_RefusedUndoShowsWhatItExpected(t *testing.T) {
+// writes nothing; the page says so and shows the state the undo expected
+// beside the state its check found (the person's edit), which the ledger
+// keeps in undo_found_state.
+func TestChangePage_RefusedUndoShowsWhatItExpectedAndFound(t *testing.T) {
 	f := newFixture(t)
 	s := f.build()
 	c := f.login()
@@ -88,9 +90,16 @@ func TestChangePage_RefusedUndoShowsWhatItExpected(t *testing.T) {
 	if row.Status != ledger.UndoFailed || row.Failure != ledger.FailureStateChanged {
 		t.Fatalf("after a refused undo the change is %s (%s), want undo_failed (state_changed)", row.Status, row.Failure)
 	}
+	if !strings.Contains(string(row.UndoFound), "edited by a person") || string(row.UndoFound) == string(row.After) {
+		t.Errorf("the refused undo kept found %s (after %s), want the person's edit", row.UndoFound, row.After)
+	}
 	mustContain(t, "refused undo", page.Body, `<span class="badge st-undo_refused">undo refused</span>`,
 		"Undo refused: the resource changed after this change was applied; nothing was written.",
-		"Expected (the state the apply left)", "&#34;updated by the agent&#34;", "Not kept by the ledger")
+		"Expected (the state the apply left)", "&#34;updated by the agent&#34;",
+		"Found (when the undo checked)", "&#34;edited by a person&#34;")
+	if strings.Contains(page.Body, "Not kept by the ledger") {
+		t.Error("the page says the found state was not kept")
+	}
 	if strings.Contains(page.Body, "banner error failure") {
 		t.Error("a refused undo is styled as a failure")
 	}

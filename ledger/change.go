@@ -143,9 +143,14 @@ type Change struct {
 	// time, or empty when the operation has no Observe.
 	StateHash Digest
 	// Before and After are the observed states just before and just after
-	// the apply, canonical JSON, or nil without Observe.
+	// the apply, canonical JSON, or nil without Observe. A refused apply
+	// keeps in Before the state its check found.
 	Before json.RawMessage
 	After  json.RawMessage
+	// UndoFound is the state a refused undo's check found (the resource
+	// no longer as the apply left it, which After holds), canonical JSON,
+	// or nil.
+	UndoFound json.RawMessage
 
 	// ConfirmHash and UndoHash are digests of the live tokens, cleared when
 	// a token is spent or can no longer be used.
@@ -204,6 +209,7 @@ func (c *Change) Clone() *Change {
 	d.Diff = cloneBytes(c.Diff)
 	d.Before = cloneBytes(c.Before)
 	d.After = cloneBytes(c.After)
+	d.UndoFound = cloneBytes(c.UndoFound)
 	d.Result = cloneBytes(c.Result)
 	if c.Warnings != nil {
 		d.Warnings = append([]string(nil), c.Warnings...)

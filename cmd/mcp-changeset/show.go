@@ -140,7 +140,10 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change, history []ledger.His
 	for _, v := range []struct {
 		name string
 		raw  json.RawMessage
-	}{{"payload", ledger.MaskRedacted(ch.Payload)}, {"result", ch.Result}, {"before", ch.Before}, {"after", ch.After}} {
+	}{{"payload", ledger.MaskRedacted(ch.Payload)}, {"result", ch.Result}, {"before", ch.Before}, {"after", ch.After}, {"found by the refused undo", ch.UndoFound}} {
+		if v.name == "found by the refused undo" && len(v.raw) == 0 {
+			continue
+		}
 		sb.WriteString("\n" + v.name + ":\n" + indentJSON(v.raw, "  ") + "\n")
 	}
 	if ch.Error != "" {

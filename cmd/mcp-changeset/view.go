@@ -69,8 +69,10 @@ type changeDetail struct {
 	Result   json.RawMessage `json:"result"`
 	Before   json.RawMessage `json:"before"`
 	After    json.RawMessage `json:"after"`
-	Error    string          `json:"error"`
-	Note     string          `json:"note"`
+	// UndoFound is what a refused undo's check found instead of After.
+	UndoFound json.RawMessage `json:"undo_found"`
+	Error     string          `json:"error"`
+	Note      string          `json:"note"`
 	// DependsOn names the resources the change relies on.
 	DependsOn []string `json:"depends_on"`
 	// RedactFields are the payload fields the operation marked sensitive;
@@ -129,6 +131,7 @@ func viewChangeDetail(c *ledger.Change, history []ledger.HistoryEntry) changeDet
 		Result:     orNull(c.Result),
 		Before:     orNull(c.Before),
 		After:      orNull(c.After),
+		UndoFound:  orNull(c.UndoFound),
 		Error:      c.Error,
 		Note:       c.Note,
 

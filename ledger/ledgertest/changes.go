@@ -79,7 +79,7 @@ func testChangeRoundTrip(t *testing.T, h Harness) {
 func testChangeNilAndEmpty(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	empty := &ledger.Change{ID: "chg_empty", Action: "a", Status: ledger.Pending,
-		Payload: json.RawMessage{}, Diff: json.RawMessage{}, Before: json.RawMessage{}, After: json.RawMessage{},
+		Payload: json.RawMessage{}, Diff: json.RawMessage{}, Before: json.RawMessage{}, After: json.RawMessage{}, UndoFound: json.RawMessage{},
 		Result: json.RawMessage{}, Warnings: []string{}, RedactFields: []string{}, CreatedAt: t0, UpdatedAt: t0}
 	bare := &ledger.Change{ID: "chg_bare", Action: "a", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0}
 	insertChanges(t, l, empty, bare)

@@ -160,7 +160,7 @@ func testColumnNames(t *testing.T, h Harness) {
 		"id": c.ID, "action": c.Action, "status": string(c.Status), "scope_hash": string(c.ScopeHash), "run_id": c.RunID,
 		"resource": c.Resource, "payload": string(c.Payload), "payload_hash": string(c.PayloadHash), "diff": string(c.Diff),
 		"summary": c.Summary, "warnings": list(c.Warnings), "state_hash": string(c.StateHash),
-		"before_state": string(c.Before), "after_state": string(c.After), "confirm_hash": string(c.ConfirmHash), "undo_hash": string(c.UndoHash),
+		"before_state": string(c.Before), "after_state": string(c.After), "undo_found_state": string(c.UndoFound), "confirm_hash": string(c.ConfirmHash), "undo_hash": string(c.UndoHash),
 		"undoable": "1", "transactional": "0", "result": string(c.Result), "error_type": c.ErrorType, "error": c.Error,
 		"note": c.Note, "applied_by": c.AppliedBy, "undone_by": c.UndoneBy,
 		"created_at": us(c.CreatedAt), "updated_at": us(c.UpdatedAt), "expires_at": us(c.ExpiresAt), "applied_at": us(c.AppliedAt),

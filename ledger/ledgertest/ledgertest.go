@@ -128,7 +128,7 @@ func fullChange(id string, created time.Time) *ledger.Change {
 		Payload: json.RawMessage(`{"key":"x","value":1}`), PayloadHash: "payload-hash",
 		Diff: json.RawMessage(`[{"after":1,"before":0,"field":"x"}]`), Summary: "set x to 1 – ünïcode",
 		Warnings:  []string{"one", "two \"quoted\""},
-		StateHash: "state-hash", Before: json.RawMessage(`{"x":0}`), After: json.RawMessage(`{"x":1}`),
+		StateHash: "state-hash", Before: json.RawMessage(`{"x":0}`), After: json.RawMessage(`{"x":1}`), UndoFound: json.RawMessage(`{"x":2}`),
 		ConfirmHash: "confirm-hash", UndoHash: "undo-hash", Undoable: true, Transactional: true,
 		Result: json.RawMessage(`{"ok":true}`), ErrorType: "*fs.PathError", Error: "open x: denied",
 		Failure: ledger.FailureResultTooLarge, NothingWritten: true, DependsOn: []string{"rule:42", "funnel:7"},
@@ -152,7 +152,7 @@ func pendingChange(id string, created time.Time) *ledger.Change {
 func stored(c *ledger.Change) *ledger.Change {
 	d := *c // not c.Clone(), which turns empty JSON values into nil
 	d.Warnings, d.RedactFields, d.DependsOn = slices.Clone(c.Warnings), slices.Clone(c.RedactFields), slices.Clone(c.DependsOn)
-	for _, p := range []*json.RawMessage{&d.Payload, &d.Diff, &d.Before, &d.After, &d.Result} {
+	for _, p := range []*json.RawMessage{&d.Payload, &d.Diff, &d.Before, &d.After, &d.UndoFound, &d.Result} {
 		*p = slices.Clone(*p)
 	}
 	for _, p := range []*time.Time{&d.CreatedAt, &d.UpdatedAt, &d.ExpiresAt, &d.AppliedAt, &d.UndoExpiresAt, &d.UndoneAt, &d.RedactedAt} {

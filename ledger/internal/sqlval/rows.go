@@ -50,6 +50,7 @@ var Changes = NewTable(
 	Bool("nothing_written", func(c *ledger.Change) *bool { return &c.NothingWritten }),
 	fixed(Strings("depends_on", func(c *ledger.Change) *[]string { return &c.DependsOn })),
 	fixed(Text("previewed_by", func(c *ledger.Change) *string { return &c.PreviewedBy })),
+	JSON("undo_found_state", func(c *ledger.Change) *json.RawMessage { return &c.UndoFound }),
 )
 
 // Runs is the one mapping between rows of the runs table and ledger.Run,
