@@ -51,9 +51,7 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 // of rows and, per row with history, the status its last entry reached.
 func (l *Ledger) checkRows(ctx context.Context) ([]string, error) {
 	reached := map[string]string{} // change or run ID → its last entry's status
-	f := HistoryFilter{Limit: scanPage}
-	for {
-		page, err := l.b.ListHistory(ctx, l.b.DB(), f)
+	for page, err := range l.historyPages(ctx, HistoryFilter{}) {
 		if err != nil {
 			return nil, err
 		}
@@ -65,10 +63,6 @@ func (l *Ledger) checkRows(ctx context.Context) ([]string, error) {
 				reached[e.RunID] = e.To
 			}
 		}
-		if len(page) < scanPage {
-			break
-		}
-		f.After = page[len(page)-1].Seq
 	}
 	var problems []string
 	known := map[string]bool{}

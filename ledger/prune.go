@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"time"
 )
 
@@ -136,40 +135,6 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 		}
 	}
 	return res, nil
-}
-
-// scanPage is how many rows Prune reads at a time.
-const scanPage = 500
-
-// changePages yields the changes f selects, newest first, scanPage at a
-// time (f's own Limit and Before are replaced).
-func (l *Ledger) changePages(ctx context.Context, f ChangeFilter) iter.Seq2[[]*Change, error] {
-	return func(yield func([]*Change, error) bool) {
-		f.Limit, f.Before = scanPage, nil
-		for {
-			page, err := l.b.ListChanges(ctx, l.b.DB(), f)
-			if !yield(page, err) || err != nil || len(page) < scanPage {
-				return
-			}
-			last := page[len(page)-1]
-			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
-	}
-}
-
-// runPages yields the runs f selects, newest first, scanPage at a time.
-func (l *Ledger) runPages(ctx context.Context, f RunFilter) iter.Seq2[[]*Run, error] {
-	return func(yield func([]*Run, error) bool) {
-		f.Limit, f.Before = scanPage, nil
-		for {
-			page, err := l.b.ListRuns(ctx, l.b.DB(), f)
-			if !yield(page, err) || err != nil || len(page) < scanPage {
-				return
-			}
-			last := page[len(page)-1]
-			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
-	}
 }
 
 // appendPruneEntry appends the history entry of a prune transaction, before
