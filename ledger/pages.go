@@ -9,48 +9,40 @@ import (
 // Check) read at a time: memory holds a page, never the whole ledger.
 const scanPage = 500
 
-// changePages yields the changes f selects, newest first, scanPage at a
-// time (f's own Limit and Before are replaced).
+// pages yields what next reads, scanPage rows at a time, until a page
+// comes back short or with an error; after each full page, from tells next
+// where the following page starts.
+func pages[T any](next func() ([]T, error), from func(last T)) iter.Seq2[[]T, error] {
+	return func(yield func([]T, error) bool) {
+		for {
+			page, err := next()
+			if !yield(page, err) || err != nil || len(page) < scanPage {
+				return
+			}
+			from(page[len(page)-1])
+		}
+	}
+}
+
+// changePages yields the changes f selects, newest first, a page at a time
+// (f's own Limit and Before are replaced).
 func (l *Ledger) changePages(ctx context.Context, f ChangeFilter) iter.Seq2[[]*Change, error] {
-	return func(yield func([]*Change, error) bool) {
-		f.Limit, f.Before = scanPage, nil
-		for {
-			page, err := l.b.ListChanges(ctx, l.b.DB(), f)
-			if !yield(page, err) || err != nil || len(page) < scanPage {
-				return
-			}
-			last := page[len(page)-1]
-			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
-	}
+	f.Limit, f.Before = scanPage, nil
+	return pages(func() ([]*Change, error) { return l.b.ListChanges(ctx, l.b.DB(), f) },
+		func(c *Change) { f.Before = &ChangeKey{CreatedAt: c.CreatedAt, ID: c.ID} })
 }
 
-// runPages yields the runs f selects, newest first, scanPage at a time.
+// runPages yields the runs f selects, newest first, a page at a time.
 func (l *Ledger) runPages(ctx context.Context, f RunFilter) iter.Seq2[[]*Run, error] {
-	return func(yield func([]*Run, error) bool) {
-		f.Limit, f.Before = scanPage, nil
-		for {
-			page, err := l.b.ListRuns(ctx, l.b.DB(), f)
-			if !yield(page, err) || err != nil || len(page) < scanPage {
-				return
-			}
-			last := page[len(page)-1]
-			f.Before = &ChangeKey{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
-	}
+	f.Limit, f.Before = scanPage, nil
+	return pages(func() ([]*Run, error) { return l.b.ListRuns(ctx, l.b.DB(), f) },
+		func(r *Run) { f.Before = &ChangeKey{CreatedAt: r.CreatedAt, ID: r.ID} })
 }
 
-// historyPages yields the history entries f selects, oldest first,
-// scanPage at a time (f's own Limit and After are replaced).
+// historyPages yields the history entries f selects, oldest first, a page
+// at a time (f's own Limit and After are replaced).
 func (l *Ledger) historyPages(ctx context.Context, f HistoryFilter) iter.Seq2[[]HistoryEntry, error] {
-	return func(yield func([]HistoryEntry, error) bool) {
-		f.Limit, f.After = scanPage, 0
-		for {
-			page, err := l.b.ListHistory(ctx, l.b.DB(), f)
-			if !yield(page, err) || err != nil || len(page) < scanPage {
-				return
-			}
-			f.After = page[len(page)-1].Seq
-		}
-	}
+	f.Limit, f.After = scanPage, 0
+	return pages(func() ([]HistoryEntry, error) { return l.b.ListHistory(ctx, l.b.DB(), f) },
+		func(e HistoryEntry) { f.After = e.Seq })
 }
