@@ -322,33 +322,53 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 	return ids, nil
 }
 
+// expireBatch is how many changes one expiry transaction moves, so that
+// a live server's claims wait at most one short batch.
+const expireBatch = 100
+
 // expirePage expires the changes of page whose token has expired at now
-// (or, on a dry run, only lists them), appending their IDs to ids.
+// (or, on a dry run, only lists them), appending their IDs to ids. It moves
+// them expireBatch to a transaction, reading each again inside it: a
+// change claimed, expired or pruned meanwhile is left as it is.
 func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, ids []string, dryRun bool) ([]string, error) {
+	var due []string
 	for _, c := range page {
-		if now.Before(c.ExpiresAt) {
-			continue
+		if !now.Before(c.ExpiresAt) {
+			due = append(due, c.ID)
 		}
-		if dryRun {
-			ids = append(ids, c.ID)
-			continue
-		}
+	}
+	if dryRun {
+		return append(ids, due...), nil
+	}
+	for start := 0; start < len(due); start += expireBatch {
+		batch := due[start:min(start+expireBatch, len(due))]
+		var moved []string
 		err := l.WithTx(ctx, func(tx *Tx) error {
-			c, err := tx.Change(c.ID)
-			if err != nil || c.Status != Pending || now.Before(c.ExpiresAt) {
-				return err
+			moved = moved[:0] // WithTx may run this again
+			for _, id := range batch {
+				c, err := tx.Change(id)
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if c.Status != Pending || now.Before(c.ExpiresAt) {
+					continue
+				}
+				c.Status, c.ConfirmHash, c.UpdatedAt = Expired, "", now
+				c.Failure, c.NothingWritten = "", false // expiry is not a failure
+				if err := tx.UpdateChange(c, Pending); err != nil {
+					return err
+				}
+				moved = append(moved, c.ID)
 			}
-			c.Status, c.ConfirmHash, c.UpdatedAt = Expired, "", now
-			c.Failure, c.NothingWritten = "", false // expiry is not a failure
-			if err := tx.UpdateChange(c, Pending); err != nil {
-				return err
-			}
-			ids = append(ids, c.ID)
 			return nil
 		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil {
 			return ids, err
 		}
+		ids = append(ids, moved...)
 	}
 	return ids, nil
 }
