@@ -33,7 +33,7 @@ func TestQueryPlans_EveryHotOrPagedQueryUsesItsIndex(t *testing.T) {
 		index string
 		query func() (string, []any)
 	}{
-		{"the pending quota of a scope", "changes_open", func() (string, []any) {
+		{"the pending quota of a scope", "COVERING INDEX changes_open", func() (string, []any) {
 			return countChangesQuery(ledger.ChangeFilter{ScopeHash: "s", Statuses: pending, ExpiresAfter: now})
 		}},
 		{"expiry: the pending changes", "changes_open", func() (string, []any) {
@@ -82,7 +82,7 @@ func TestQueryPlans_EveryHotOrPagedQueryUsesItsIndex(t *testing.T) {
 	for _, tc := range cases {
 		query, args := tc.query()
 		plan := queryPlan(t, b, query, args)
-		if !strings.Contains(plan+" ", "INDEX "+tc.index+" ") {
+		if !strings.Contains(plan+" ", " "+tc.index+" ") {
 			t.Errorf("%s: plan does not use %s:\n%s\nquery: %s", tc.name, tc.index, plan, query)
 		}
 		for _, line := range strings.Split(plan, "\n") {

@@ -10,7 +10,10 @@
 -- changes_open replaces changes_status_updated and changes_scope_status.
 -- It is partial: it holds only the changes in an in-flight or failed
 -- status, so that a change at rest (applied, undone, expired) leaves it,
--- and it stays small. Queries on those statuses must spell them as
+-- and it stays small. It holds expires_at so that the pending quota is
+-- counted from the index alone: read from the row, expires_at lies after
+-- the payload and the diff, and a large change's row spans overflow pages
+-- that a count would otherwise walk for every pending change. Queries on those statuses must spell them as
 -- "status = ? OR status = ?" for SQLite to use it (ledger/internal/sqlval
 -- does). A filter on a status at rest reads changes_created newest first,
 -- where nearly every row matches.
@@ -25,7 +28,7 @@
 
 DROP INDEX changes_status_updated;
 DROP INDEX changes_scope_status;
-CREATE INDEX changes_open ON changes (status, scope_hash, updated_at)
+CREATE INDEX changes_open ON changes (status, scope_hash, expires_at, updated_at)
     WHERE status = 'pending' OR status = 'applying' OR status = 'undoing'
        OR status = 'apply_failed' OR status = 'undo_failed';
 
