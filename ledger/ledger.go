@@ -315,7 +315,9 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 		if err != nil {
 			return ids, err
 		}
-		if ids, err = l.expirePage(ctx, page, now, ids, dryRun); err != nil {
+		moved, err := l.expirePage(ctx, page, now, dryRun)
+		ids = append(ids, moved...)
+		if err != nil {
 			return ids, err
 		}
 	}
@@ -327,18 +329,18 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 const expireBatch = 100
 
 // expirePage expires the changes of page whose token has expired at now
-// (or, on a dry run, only lists them), appending their IDs to ids. It moves
-// them expireBatch to a transaction, reading each again inside it: a
+// (or, on a dry run, only lists them) and returns the IDs it moved. It
+// moves them expireBatch to a transaction, reading each again inside it: a
 // change claimed, expired or pruned meanwhile is left as it is.
-func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, ids []string, dryRun bool) ([]string, error) {
-	var due []string
+func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, dryRun bool) ([]string, error) {
+	var due, ids []string
 	for _, c := range page {
 		if !now.Before(c.ExpiresAt) {
 			due = append(due, c.ID)
 		}
 	}
 	if dryRun {
-		return append(ids, due...), nil
+		return due, nil
 	}
 	for start := 0; start < len(due); start += expireBatch {
 		batch := due[start:min(start+expireBatch, len(due))]

@@ -99,8 +99,8 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 	// A run goes when it is old, not being undone, and left with no
 	// changes: none at all once the changes are deleted, or on a dry run
 	// none but those picked.
-	live := []RunStatus{RunOpen, RunUndone, RunPartiallyUndone}
-	for page, err := range l.runPages(ctx, RunFilter{Statuses: live, UpdatedBefore: cutoff}) {
+	notUndoing := []RunStatus{RunOpen, RunUndone, RunPartiallyUndone}
+	for page, err := range l.runPages(ctx, RunFilter{Statuses: notUndoing, UpdatedBefore: cutoff}) {
 		if err != nil {
 			return res, err
 		}

@@ -124,7 +124,7 @@ func runMedium(ctx context.Context, medium, dir string, d time.Duration, prog *p
 			return nil, err
 		}
 		res.Raw = res.Raw.add(r)
-		lo, err := ledgerOnly(ctx, g.Ledger(), slice/2)
+		lo, err := ledgerOnly(ctx, g.Ledger(), s, slice/2)
 		if err != nil {
 			return nil, err
 		}

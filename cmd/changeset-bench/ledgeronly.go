@@ -9,9 +9,6 @@ import (
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
-// ledgerOnlySeq numbers the changes of ledgerOnly, across calls.
-var ledgerOnlySeq int
-
 // ledgerOnly runs, for d, the five transactions of an ordinary cycle
 // through package ledger alone: the rows and history entries a Guard
 // writes for a preview, an apply (claim and record) and an undo (claim
@@ -19,16 +16,17 @@ var ledgerOnlySeq int
 // canonical JSON or logging). Set beside the Guard's cycles it tells what
 // the library's Go code adds to the statements it must run; set beside
 // the bare transactions, what those statements cost.
-func ledgerOnly(ctx context.Context, l *ledger.Ledger, d time.Duration) (rawResult, error) {
+// Its changes are numbered by s.seq, as the Guard's cycles of s are.
+func ledgerOnly(ctx context.Context, l *ledger.Ledger, s *store, d time.Duration) (rawResult, error) {
 	payload := json.RawMessage(`{"key":"k","value":"ledger-only","tag":"ledger-only"}`)
 	diff := json.RawMessage(`[{"field":"k","kind":"changed","before":"old","after":"ledger-only"}]`)
 	n := 0
 	cpu0, start := cpuTime(), time.Now()
 	for time.Since(start) < d {
 		n++
-		ledgerOnlySeq++
+		s.seq++
 		now := l.Now()
-		c := &ledger.Change{ID: fmt.Sprintf("chg_ledgeronly%010d", ledgerOnlySeq), Action: opOrdinary, Status: ledger.Pending,
+		c := &ledger.Change{ID: fmt.Sprintf("chg_ledgeronly%010d", s.seq), Action: opOrdinary, Status: ledger.Pending,
 			ScopeHash: "bench", Resource: "key:k", Payload: payload, PayloadHash: "p", Diff: diff, Summary: "set k",
 			StateHash: "s", ConfirmHash: "c", Undoable: true, PreviewedBy: "agent", CreatedAt: now, UpdatedAt: now,
 			ExpiresAt: now.Add(time.Hour)}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,14 +31,7 @@ func TestRun_ShortMeasurementWritesTableAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readReport(t, jsonPath)
 	disk := r.medium("disk")
 	if disk == nil || disk.Raw.Commits == 0 || len(disk.Cycles) != 2 {
 		t.Fatalf("disk medium: %+v", disk)
@@ -47,6 +41,14 @@ func TestRun_ShortMeasurementWritesTableAndJSON(t *testing.T) {
 		if c.Cycles == 0 || c.Steps.Total() != want {
 			t.Errorf("%s: %d cycles, %v commits per cycle, want %v", c.Op, c.Cycles, c.Steps.Total(), want)
 		}
+	}
+	// The ledger-alone measurement ran in the same slices, five commits
+	// per cycle, and the report says where the cycle's CPU goes.
+	if lo := disk.LedgerOnly; lo.Commits == 0 || lo.Commits%5 != 0 || lo.CPU <= 0 {
+		t.Errorf("ledger alone: %+v", lo)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "through package ledger alone") {
+		t.Errorf("notes: %q", r.Notes)
 	}
 	if len(r.Procs) != 2 || len(r.Races) != 1 {
 		t.Fatalf("%d process results, %d races", len(r.Procs), len(r.Races))
@@ -93,14 +95,7 @@ func TestRunMCP_OneStdioClientReportsCallsAndRatios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r report
-	data, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readReport(t, jsonPath)
 	if len(r.MCP) != 2 || len(r.Media) != 0 || len(r.Procs) != 0 {
 		t.Fatalf("%d MCP results (want settings and tickets), %d media, %d process results", len(r.MCP), len(r.Media), len(r.Procs))
 	}
@@ -151,4 +146,18 @@ func TestParseFlags_MCPRejectsUnknownNames(t *testing.T) {
 	if err != nil || o.duration >= time.Second || o.mcp.Transports[0] != "http" || len(o.mcp.Clients) != 3 {
 		t.Fatalf("parseFlags: %+v, %v", o, err)
 	}
+}
+
+// readReport reads the report run wrote with --json.
+func readReport(t *testing.T, path string) *report {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
 }

@@ -104,14 +104,7 @@ func startHAProxy(t *testing.T, bin string, servers [][2]string) string {
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(cmd, 5*time.Second)
 		if t.Failed() {
 			t.Logf("haproxy log:\n%s", log)
 		}
@@ -216,14 +209,7 @@ func startDriver(t *testing.T, node, dir, url, token string) *driver {
 	}()
 	t.Cleanup(func() {
 		d.stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		waitOrKill(cmd, 5*time.Second)
 		if t.Failed() {
 			t.Logf("balancer.mjs stderr:\n%s", d.stderr)
 		}
@@ -394,4 +380,17 @@ func flockWaiter(t *testing.T, path string) int {
 		}
 	}
 	return 0
+}
+
+// waitOrKill waits for cmd, asked to stop, to exit, and kills it when it
+// has not within timeout.
+func waitOrKill(cmd *exec.Cmd, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+	}
 }

@@ -39,6 +39,29 @@ func addAged(t *testing.T, l *ledger.Ledger, id string, s ledger.Status, updated
 	return c
 }
 
+// insertExpired stores n expired changes, chg_<i in format>, the i-th
+// created and updated i seconds after t0, in one transaction; runOf, if
+// set, names the run of each.
+func insertExpired(t *testing.T, l *ledger.Ledger, n int, format string, runOf func(i int) string) {
+	t.Helper()
+	err := l.WithTx(context.Background(), func(tx *ledger.Tx) error {
+		for i := range n {
+			c := pendingChange(fmt.Sprintf("chg_"+format, i), t0.Add(time.Duration(i)*time.Second))
+			c.Status = ledger.Expired
+			if runOf != nil {
+				c.RunID = runOf(i)
+			}
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // left lists the IDs of every change still stored, sorted.
 func left(t *testing.T, l *ledger.Ledger) []string {
 	t.Helper()
@@ -237,19 +260,7 @@ func testPruneDryRun(t *testing.T, h Harness) {
 func testPruneBatches(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, clk := open(t, h)
-	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
-		for i := range 25 {
-			c := pendingChange(fmt.Sprintf("chg_%02d", i), t0.Add(time.Duration(i)*time.Second))
-			c.Status = ledger.Expired
-			if err := tx.InsertChange(c); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertExpired(t, l, 25, "%02d", nil)
 	clk.Set(t0.Add(day))
 	var calls [][2]int
 	res, err := l.Prune(ctx, ledger.PruneOptions{BatchSize: 10, Progress: func(deleted, total int) {
@@ -273,32 +284,16 @@ func testPrunePages(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, clk := open(t, h)
 	const n = 1203 // run_a: the newest 600, run_b: the next 600, run_c: the oldest 3
-	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
-		for _, id := range []string{"run_a", "run_b", "run_c"} {
-			if err := tx.InsertRun(&ledger.Run{ID: id, Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err != nil {
-				return err
-			}
+	insertRuns(t, l, "run_a", "run_b", "run_c")
+	insertExpired(t, l, n, "%04d", func(i int) string {
+		switch {
+		case i < 3:
+			return "run_c"
+		case i < 603:
+			return "run_b"
 		}
-		for i := range n {
-			c := pendingChange(fmt.Sprintf("chg_%04d", i), t0.Add(time.Duration(i)*time.Second))
-			c.Status = ledger.Expired
-			switch {
-			case i < 3:
-				c.RunID = "run_c"
-			case i < 603:
-				c.RunID = "run_b"
-			default:
-				c.RunID = "run_a"
-			}
-			if err := tx.InsertChange(c); err != nil {
-				return err
-			}
-		}
-		return nil
+		return "run_a"
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk.Set(t0.Add(day))
 	opts := ledger.PruneOptions{Keep: 700, By: "operator:dan"}
 	check := func(res ledger.PruneResult) {

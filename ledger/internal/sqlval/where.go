@@ -257,9 +257,9 @@ func HistoryWhere(d Dialect, f ledger.HistoryFilter) *Where {
 		// min(seq): SQLite answers a bare min(seq) by walking the table
 		// in seq order to the first match, the very scan this avoids.)
 		// at >= Since still decides which entries match.
-		since := w.Arg(CeilMicro(f.Since))
-		w.Cond("seq >= (SELECT min(seq + 0) FROM ledger_history WHERE at >= " + since + ")")
-		w.Cond("at >= " + w.Arg(CeilMicro(f.Since)))
+		since := CeilMicro(f.Since)
+		w.Cond("seq >= (SELECT min(seq + 0) FROM ledger_history WHERE at >= " + w.Arg(since) + ")")
+		w.Cond("at >= " + w.Arg(since))
 	}
 	if f.ChangeID != "" {
 		w.Cond("change_id = " + w.Arg(f.ChangeID))
