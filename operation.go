@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"unicode/utf8"
 
@@ -68,8 +70,9 @@ type storedProposal struct {
 	diff     json.RawMessage
 	summary  string
 	warnings []string
-	resource string
-	depends  []string
+	resource  string
+	resources []string // of a change that names several; then resource is ""
+	depends   []string
 	// state is the canonical Snapshot the preview was computed from, or
 	// nil when the proposal carries none.
 	state json.RawMessage
@@ -128,6 +131,7 @@ func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
 // Bounds of a proposal's resource names.
 const (
 	maxDependsOn     = 32
+	maxResources     = 1000
 	maxResourceBytes = 512
 )
 
@@ -151,6 +155,9 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	if err != nil {
 		return storedProposal{}, Refuse("the proposal's diff cannot be stored: %v", err)
 	}
+	if err := checkResources(p.Resource, p.Resources); err != nil {
+		return storedProposal{}, err
+	}
 	for _, s := range append(append([]string{p.Summary, p.Resource}, p.Warnings...), p.DependsOn...) {
 		if !utf8.ValidString(s) {
 			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource, warnings or dependencies hold invalid UTF-8")
@@ -165,12 +172,63 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 		}
 	}
 	sp := storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource, depends: p.DependsOn}
+	if len(p.Resources) > 0 {
+		sp.resources = slices.Clone(p.Resources)
+	}
 	if p.Snapshot != nil {
 		if sp.state, err = canonjson.Marshal(p.Snapshot.Value); err != nil {
 			return storedProposal{}, Refuse("the proposal's snapshot cannot be stored: %v", err)
 		}
+		if err := checkStates(sp.resources, sp.state); err != nil {
+			return storedProposal{}, fmt.Errorf("the proposal's Snapshot: %w", err)
+		}
 	}
 	return sp, nil
+}
+
+// checkResources checks the resource names of a proposal: Resource or
+// Resources, each 1 to maxResourceBytes bytes of valid UTF-8, at most
+// maxResources of them, none twice.
+func checkResources(one string, several []string) error {
+	switch {
+	case one != "" && len(several) > 0:
+		return errors.New("changeset: a proposal sets Resource or Resources, not both")
+	case len(several) > maxResources:
+		return Refuse("the change names %d resources, over the limit of %d; split it into smaller changes", len(several), maxResources)
+	}
+	seen := make(map[string]bool, len(several))
+	for _, r := range several {
+		if r == "" || len(r) > maxResourceBytes || !utf8.ValidString(r) {
+			return Refuse("a resource the proposal names must be 1 to %d bytes of valid UTF-8", maxResourceBytes)
+		}
+		if seen[r] {
+			return fmt.Errorf("changeset: the proposal names resource %q twice", r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// checkStates checks that a state observed for a change that names
+// several resources is an object holding exactly those resources (see
+// States). It accepts any state of a change that names one or none.
+func checkStates(resources []string, state json.RawMessage) error {
+	if resources == nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(state, &m); err != nil || m == nil {
+		return fmt.Errorf("changeset: a change that names several resources must be observed as a changeset.States, not %s", cut(string(state), 60))
+	}
+	for _, r := range resources {
+		if _, ok := m[r]; !ok {
+			return fmt.Errorf("changeset: the observed States has no state for resource %q (a resource that does not exist is nil)", r)
+		}
+	}
+	if len(m) != len(resources) {
+		return fmt.Errorf("changeset: the observed States holds %d resources, but the change names %d", len(m), len(resources))
+	}
+	return nil
 }
 
 // decodeStrict decodes JSON into v, refusing unknown fields.

@@ -66,6 +66,9 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		stateHash = hashOf(p.state)
 	case o.observe != nil: // outside the write lock: it may be slow I/O
 		state, err := g.observe(ctx, o, p.payload)
+		if err == nil {
+			err = checkStates(p.resources, state)
+		}
 		if err != nil {
 			return nil, g.previewRefusal(ctx, o.name, err)
 		}
@@ -81,6 +84,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		ScopeHash:     scope,
 		RunID:         runID,
 		Resource:      p.resource,
+		Resources:     p.resources,
 		DependsOn:     p.depends,
 		Payload:       p.payload,
 		PayloadHash:   hashOf(p.payload),
@@ -113,6 +117,9 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		sessionRun = ""
 		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
 			state, err := g.observeTx(ctx, tx, o, c.Payload)
+			if err == nil {
+				err = checkStates(c.Resources, state)
+			}
 			if err != nil {
 				return g.previewRefusal(ctx, o.name, err)
 			}

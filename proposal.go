@@ -26,6 +26,15 @@ type Proposal[P any] struct {
 	// so that a run's undo can relate changes to the same thing. Leave it
 	// empty when each change stands alone.
 	Resource string
+	// Resources names every resource of a change that touches several,
+	// such as a price rise written to every product of a category: one
+	// change, one resource per row ("product:TEA-1", "product:TEA-2", …).
+	// Set Resource or Resources, not both. Observe must then return a
+	// States with the state of each named resource, and so must
+	// Snapshot.Value. A run's undo undoes such a change only when every
+	// one of its resources is as the change left it; otherwise it keeps
+	// the whole change and names each resource that moved.
+	Resources []string
 	// DependsOn names resources this change relies on without changing
 	// them, in the same naming as Resource: a funnel that uses the rule
 	// "rule:42" depends on it. A run's undo does not remove a resource
@@ -45,6 +54,12 @@ type Proposal[P any] struct {
 type Snapshot struct {
 	Value any
 }
+
+// States is what Observe returns for a change that names several
+// resources (Proposal.Resources): the state of each, by resource name,
+// with nil for a resource that does not exist. Its keys must be exactly
+// the proposal's Resources.
+type States map[string]any
 
 // DiffEntry is one changed field. Field is the bare field name ("theme", not
 // a path), or "" when the whole value is compared (see Diff). Kind says

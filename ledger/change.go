@@ -128,6 +128,11 @@ type Change struct {
 	// changes to the same thing within a run can be related. Empty means the
 	// change is its own resource.
 	Resource string
+	// Resources names every resource of a change that touches several (a
+	// bulk update of rows); Before and After are then JSON objects holding
+	// the state of each, keyed by these names, and Resource is empty. Nil
+	// for a change that names one resource or none. Fixed at preview.
+	Resources []string
 	// DependsOn names resources the change relies on without changing them
 	// (a funnel that uses "rule:42"): a run undo does not remove a resource
 	// that a change it keeps depends on. Fixed at preview; nil when none.
@@ -216,6 +221,9 @@ func (c *Change) Clone() *Change {
 	}
 	if c.RedactFields != nil {
 		d.RedactFields = append([]string(nil), c.RedactFields...)
+	}
+	if c.Resources != nil {
+		d.Resources = append([]string(nil), c.Resources...)
 	}
 	if c.DependsOn != nil {
 		d.DependsOn = append([]string(nil), c.DependsOn...)

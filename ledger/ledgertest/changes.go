@@ -242,7 +242,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 	next := fullChange("chg_1", sec(50))
 	next.Status = ledger.Applying
 	// Fixed at preview, so never written by an update:
-	next.Action, next.ScopeHash, next.RunID, next.DependsOn, next.PreviewedBy = "changed", "changed", "run_b", []string{"changed"}, "agent:changed"
+	next.Action, next.ScopeHash, next.RunID, next.DependsOn, next.PreviewedBy, next.Resources = "changed", "changed", "run_b", []string{"changed"}, "agent:changed", []string{"changed"}
 	err := l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Applied)
 	if !errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "applied") || !strings.Contains(err.Error(), "pending") {
 		t.Fatalf("update from the wrong status: %v; want ErrConflict naming both statuses", err)
@@ -255,7 +255,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	want := stored(next)
-	want.Action, want.ScopeHash, want.RunID, want.CreatedAt, want.DependsOn, want.PreviewedBy = c.Action, c.ScopeHash, c.RunID, c.CreatedAt, c.DependsOn, c.PreviewedBy
+	want.Action, want.ScopeHash, want.RunID, want.CreatedAt, want.DependsOn, want.PreviewedBy, want.Resources = c.Action, c.ScopeHash, c.RunID, c.CreatedAt, c.DependsOn, c.PreviewedBy, c.Resources
 	if got := mustGet(t, l, "chg_1"); !reflect.DeepEqual(got, want) {
 		t.Errorf("after update:\n got %#v\nwant %#v", got, want)
 	}

@@ -19,7 +19,7 @@ import (
 // (the three booleans of a change are all true in fullChange).
 
 // changeFixed are the fields of a change that UpdateChange never writes.
-var changeFixed = map[string]bool{"ID": true, "Action": true, "ScopeHash": true, "RunID": true, "CreatedAt": true, "DependsOn": true, "PreviewedBy": true}
+var changeFixed = map[string]bool{"ID": true, "Action": true, "ScopeHash": true, "RunID": true, "CreatedAt": true, "DependsOn": true, "PreviewedBy": true, "Resources": true}
 
 // runFixed are the fields of a run that UpdateRun never writes.
 var runFixed = map[string]bool{"ID": true, "ScopeHash": true, "CreatedAt": true, "Kind": true, "SessionKey": true}
@@ -166,7 +166,7 @@ func testColumnNames(t *testing.T, h Harness) {
 		"created_at": us(c.CreatedAt), "updated_at": us(c.UpdatedAt), "expires_at": us(c.ExpiresAt), "applied_at": us(c.AppliedAt),
 		"undo_expires_at": us(c.UndoExpiresAt), "undone_at": us(c.UndoneAt),
 		"redact_fields": list(c.RedactFields), "redacted_at": us(c.RedactedAt),
-		"failure": string(c.Failure), "nothing_written": "1", "depends_on": list(c.DependsOn),
+		"failure": string(c.Failure), "nothing_written": "1", "depends_on": list(c.DependsOn), "resources": list(c.Resources),
 	} {
 		if got := columnText(t, l, "changes", col, c.ID); got != want {
 			t.Errorf("changes.%s = %q, want %q", col, got, want)

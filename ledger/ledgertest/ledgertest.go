@@ -131,7 +131,7 @@ func fullChange(id string, created time.Time) *ledger.Change {
 		StateHash: "state-hash", Before: json.RawMessage(`{"x":0}`), After: json.RawMessage(`{"x":1}`), UndoFound: json.RawMessage(`{"x":2}`),
 		ConfirmHash: "confirm-hash", UndoHash: "undo-hash", Undoable: true, Transactional: true,
 		Result: json.RawMessage(`{"ok":true}`), ErrorType: "*fs.PathError", Error: "open x: denied",
-		Failure: ledger.FailureResultTooLarge, NothingWritten: true, DependsOn: []string{"rule:42", "funnel:7"},
+		Failure: ledger.FailureResultTooLarge, NothingWritten: true, DependsOn: []string{"rule:42", "funnel:7"}, Resources: []string{"row:1", "row:2"},
 		Note: "checked", PreviewedBy: "agent:alice", AppliedBy: "agent", UndoneBy: "person:ann",
 		RedactFields: []string{"value", "key"}, RedactedAt: created.Add(4 * time.Second),
 		CreatedAt: created, UpdatedAt: created.Add(time.Second), ExpiresAt: created.Add(15 * time.Minute),
@@ -151,7 +151,7 @@ func pendingChange(id string, created time.Time) *ledger.Change {
 // truncated to the microsecond.
 func stored(c *ledger.Change) *ledger.Change {
 	d := *c // not c.Clone(), which turns empty JSON values into nil
-	d.Warnings, d.RedactFields, d.DependsOn = slices.Clone(c.Warnings), slices.Clone(c.RedactFields), slices.Clone(c.DependsOn)
+	d.Warnings, d.RedactFields, d.DependsOn, d.Resources = slices.Clone(c.Warnings), slices.Clone(c.RedactFields), slices.Clone(c.DependsOn), slices.Clone(c.Resources)
 	for _, p := range []*json.RawMessage{&d.Payload, &d.Diff, &d.Before, &d.After, &d.UndoFound, &d.Result} {
 		*p = slices.Clone(*p)
 	}

@@ -52,7 +52,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {

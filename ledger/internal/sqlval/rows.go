@@ -10,7 +10,7 @@ import (
 // Changes is the one mapping between rows of the changes table and
 // ledger.Change, for every backend. Fixed columns are set when the change
 // is previewed and never written again: id, action, scope_hash, run_id,
-// created_at, depends_on and previewed_by. A backend also keeps
+// created_at, depends_on, previewed_by and resources. A backend also keeps
 // change_deps, one row per resource of depends_on, when it inserts a
 // change.
 var Changes = NewTable(
@@ -51,6 +51,7 @@ var Changes = NewTable(
 	fixed(Strings("depends_on", func(c *ledger.Change) *[]string { return &c.DependsOn })),
 	fixed(Text("previewed_by", func(c *ledger.Change) *string { return &c.PreviewedBy })),
 	JSON("undo_found_state", func(c *ledger.Change) *json.RawMessage { return &c.UndoFound }),
+	fixed(Strings("resources", func(c *ledger.Change) *[]string { return &c.Resources })),
 )
 
 // Runs is the one mapping between rows of the runs table and ledger.Run,
