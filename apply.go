@@ -35,7 +35,7 @@ func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, e
 	if err != nil {
 		return nil, err
 	}
-	return g.undoChange(ctx, changeID, "", c.ScopeHash, by, true)
+	return g.undoChange(ctx, changeID, "", c.ScopeHash, by, true, nil)
 }
 
 func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*ApplyResult, error) {
@@ -65,16 +65,27 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, b
 	if err != nil {
 		return nil, err
 	}
-	return g.undoChange(ctx, id, token, scope, by, trusted)
+	return g.undoChange(ctx, id, token, scope, by, trusted, nil)
 }
 
 // undoChange is the one path every undo takes: a single change's, and each
-// change of a run's.
-func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.Digest, by string, trusted bool) (*UndoResult, error) {
+// change of a run's. It refuses, inside the claim, an undo that would
+// remove what a change that stays in place depends on (dependencyHold);
+// undoing names the changes the caller undoes too (a run's), nil for a
+// single undo.
+func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.Digest, by string, trusted bool, undoing map[string]bool) (*UndoResult, error) {
 	if !g.WritesEnabled() {
 		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
 	}
-	err := g.change(ctx, undoClaim, id, token, scope, by, trusted, func(c *ledger.Change, r runner) error {
+	hold := func(tx *ledger.Tx, c *ledger.Change) (error, error) {
+		reason, err := g.dependencyHold(ctx, tx, c, undoing)
+		if err != nil || reason == "" {
+			return nil, err
+		}
+		return &ChangeError{ChangeID: id, Kind: ErrDependency, Err: &heldError{reason},
+			Msg: fmt.Sprintf("change %s was not undone: %s. Nothing was written and the undo token was not spent", id, strings.TrimSuffix(reason, "; it is left as it is"))}, nil
+	}
+	err := g.changeWith(ctx, undoClaim, id, token, scope, by, trusted, hold, func(c *ledger.Change, r runner) error {
 		return g.performUndo(ctx, c, r)
 	})
 	if err != nil {
@@ -92,6 +103,14 @@ func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.D
 // once, with the outcome recorded by finish.
 func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
 	perform func(c *ledger.Change, r runner) error) (err error) {
+	return g.changeWith(ctx, k, id, token, scope, by, trusted, nil, perform)
+}
+
+// changeWith is change with one more check inside the claim transaction:
+// hold, when not nil, returns a refusal for the claimed change (or an
+// error), and the claim is then not written.
+func (g *Guard) changeWith(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
+	hold func(tx *ledger.Tx, c *ledger.Change) (error, error), perform func(c *ledger.Change, r runner) error) (err error) {
 	var (
 		seen                *ledger.Change // the row as claimed (or found expired)
 		claimed             *ledger.Change
@@ -113,6 +132,12 @@ func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope
 		if err != nil || ref != nil {
 			refusal = ref
 			return err
+		}
+		if hold != nil {
+			if ref, err := hold(tx, c); err != nil || ref != nil {
+				seen, refusal = nil, ref
+				return err
+			}
 		}
 		o, _ = g.lookup(c.Action)
 		if o != nil && o.tx != nil {

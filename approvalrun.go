@@ -82,11 +82,11 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return nil, nil, err
 	}
 	if st == nil {
-		state := sealedState{Tool: tool, ID: r.ID, Purpose: purposeRunUndo, Hash: string(plan.hash), Scope: string(r.ScopeHash),
+		state := sealedState{Tool: tool, ID: r.ID, Purpose: purposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
 			Expires: expiresAt(g.now(), time.Time{}).Unix()}
-		return g.ask(runMessage(r, plan.report(r.ID, true)), state), nil, nil
+		return g.ask(runMessage(r, reportOf(plan, r.ID, true)), state), nil, nil
 	}
-	if plan.hash != ledger.Digest(st.Hash) {
+	if plan.Hash != ledger.Digest(st.Hash) {
 		return nil, nil, refuse(ErrStateChanged, "", "run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
 			"Run the dry run again, show the new report to the user, and call undo_run with dry_run=false to ask the user about it.", r.ID)
 	}
@@ -94,6 +94,6 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if err != nil || stored != nil {
 		return nil, stored, err
 	}
-	rep, err := g.executeRun(ctx, r, plan, plan.actions(), approvalActor)
+	rep, err := g.executeRun(ctx, r, plan, plan.Actions(), approvalActor)
 	return nil, rep, err
 }

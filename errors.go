@@ -74,7 +74,17 @@ var (
 	// ErrRefused: the operation's input or proposal was refused, or the
 	// user did not approve. Errors from Refuse carry no kind.
 	ErrRefused = errors.New("changeset: refused")
+	// ErrDependency: the undo would remove a resource that another change
+	// of the same scope depends on (Proposal.DependsOn) and that stays in
+	// place. Nothing was undone and the undo token was not spent.
+	ErrDependency = errors.New("changeset: depended on")
 )
+
+// heldError carries, inside the refusal of a held undo, the reason a
+// run's undo reports for it.
+type heldError struct{ reason string }
+
+func (e *heldError) Error() string { return e.reason }
 
 // refuse returns a *ChangeError of the given kind about change id (which
 // may be empty).

@@ -66,10 +66,10 @@ func (o *op) hasObserve() bool { return o.observe != nil || (o.tx != nil && o.tx
 
 // storedProposal is a Proposal in the form the ledger keeps.
 type storedProposal struct {
-	payload  json.RawMessage
-	diff     json.RawMessage
-	summary  string
-	warnings []string
+	payload   json.RawMessage
+	diff      json.RawMessage
+	summary   string
+	warnings  []string
 	resource  string
 	resources []string // of a change that names several; then resource is ""
 	depends   []string

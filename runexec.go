@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -29,11 +31,11 @@ const (
 
 // execution is the state of one executePlan.
 type execution struct {
-	g       *Guard
-	ctx     context.Context
-	runID   string
-	by      string
-	allowed map[string]bool
+	g     *Guard
+	ctx   context.Context
+	runID string
+	by    string
+	pass  *undoplan.Pass
 	// undoing holds the changes this execution still means to undo or
 	// close: a dependency check treats every other applied change as kept.
 	undoing map[string]bool
@@ -45,20 +47,20 @@ type execution struct {
 // joined the run after the plan (a new dry run can review them). The run
 // never stays undoing: if the final write fails, the run is put back to
 // open so that a retry can plan again.
-func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *runPlan, allowed map[string]bool, by string) (*RunReport, error) {
+func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*RunReport, error) {
 	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
 	done, err := g.executePlan(ctx, r, plan, allowed, by)
 	if err != nil {
 		g.releaseRun(ctx, r.ID, err)
 		return nil, err
 	}
-	rep := done.report(r.ID, false)
+	rep := reportOf(done, r.ID, false)
 	rep.UndoneBy = by
 	status := ledger.RunPartiallyUndone
 	switch {
-	case done.late():
+	case done.Late():
 		status = ledger.RunOpen
-	case done.complete():
+	case done.Complete():
 		status = ledger.RunUndone
 	}
 	rep.Status = string(status)
@@ -112,33 +114,34 @@ func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
 }
 
 // executePlan carries out the steps of plan that allowed names (the
-// reviewed plan's changes) and returns what happened, with the changes that
-// joined the run since appended. A reviewed change the plan now keeps is
+// reviewed plan's changes) in one pass newest first, by the same rules as
+// the plan (undoplan.Pass), each checked against the state read right
+// before its inverse. It returns what happened, with the changes that
+// joined the run since appended. A reviewed change the pass now keeps is
 // reported as not carried out.
-func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *runPlan, allowed map[string]bool, by string) (*runPlan, error) {
-	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, allowed: allowed, undoing: map[string]bool{}}
-	steps := make([]planStep, len(plan.steps))
-	copy(steps, plan.steps)
+func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*undoplan.Plan, error) {
+	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, pass: undoplan.NewPass(g.now(), nil), undoing: map[string]bool{}}
+	steps := slices.Clone(plan.Steps)
 	allowed = wholeGroups(steps, allowed)
 	for i := range steps {
 		s := &steps[i]
-		s.reviewed = allowed[s.c.ID]
+		s.Reviewed = allowed[s.C.ID]
 		switch {
-		case s.carriesOut() && !s.reviewed:
-			s.verdict, s.reason, s.drift = verdictSkip, reasonNotReviewed, nil
-		case s.carriesOut():
-			e.undoing[s.c.ID] = true
+		case s.CarriesOut() && !s.Reviewed:
+			e.pass.Keep(s, reasonNotReviewed, nil)
+		case s.CarriesOut():
+			e.undoing[s.C.ID] = true
 		}
 	}
 	e.closeNoNetGroups(steps)
 	for i := 0; i < len(steps); {
-		if !steps[i].tx {
+		if !steps[i].Op.Tx {
 			e.external(&steps[i])
 			i++
 			continue
 		}
 		j := i
-		for j < len(steps) && steps[j].tx {
+		for j < len(steps) && steps[j].Op.Tx {
 			j++
 		}
 		e.txSegment(steps[i:j])
@@ -148,62 +151,73 @@ func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *runPlan, a
 	if err != nil {
 		return nil, err
 	}
-	return &runPlan{steps: append(steps, late...), hash: plan.hash}, nil
+	return &undoplan.Plan{Steps: append(steps, late...), Hash: plan.Hash}, nil
 }
 
 // keep turns a step the execution does not carry out into a skip.
-func (e *execution) keep(s *planStep, reason string, drift []Drift) {
-	s.verdict, s.reason, s.drift = verdictSkip, reason, drift
-	delete(e.undoing, s.c.ID)
+func (e *execution) keep(s *undoplan.Step, reason string, drift []undoplan.Drift) {
+	e.pass.Keep(s, reason, drift)
+	delete(e.undoing, s.C.ID)
 }
 
-// changedSinceReview is the reason for a planned step whose check failed.
-func changedSinceReview(drift []Drift) string {
-	return "it was in the reviewed plan, but its resource changed after the review: " + describeDrift(drift) + "; it is left as it is"
+// ready applies the pass's rules to a reviewed step of the plan's undos,
+// with state read by observe right before its inverse, and reports
+// whether the inverse may run. A step it does not ready is kept (or
+// irreversible by now) and settled.
+func (e *execution) ready(s *undoplan.Step, observe func() (json.RawMessage, error)) bool {
+	if e.pass.Precheck(s) {
+		cur, err := observe()
+		switch {
+		case err != nil && s.Verdict == undoplan.Undo:
+			e.keep(s, e.g.unreadState(e.ctx, s.C, "right before its undo", err), nil)
+		case err == nil:
+			e.pass.Check(s, undoplan.Split(s, cur), nil, undoplan.Executing)
+		}
+	}
+	if s.Verdict != undoplan.Undo {
+		delete(e.undoing, s.C.ID)
+		e.pass.Settle(s)
+		return false
+	}
+	return true
 }
 
 // external carries out one step of an ordinary operation.
-func (e *execution) external(s *planStep) {
-	if !s.reviewed || s.verdict != verdictUndo || s.closed {
+func (e *execution) external(s *undoplan.Step) {
+	if !s.Reviewed || s.Verdict != undoplan.Undo {
+		e.pass.Settle(s)
 		return
 	}
-	c := s.c
-	cur, err := e.g.observeNow(e.ctx, c)
-	hasState := !errors.Is(err, errNoObserve)
-	if hasState && err != nil {
-		e.keep(s, e.g.unreadState(e.ctx, c, "right before its undo", err), nil)
+	c := s.C
+	if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeNow(e.ctx, c) }) {
 		return
 	}
-	switch s.verdict {
-	case verdictUndo:
-		if hasState && string(cur) != string(c.After) {
-			e.keep(s, changedSinceReview(driftOf(c.After, cur)), driftOf(c.After, cur))
-			return
+	_, err := e.g.undoChange(e.ctx, c.ID, "", c.ScopeHash, e.by, true, e.undoing)
+	var sc *StateChangedError
+	var held *heldError
+	switch {
+	case errors.As(err, &sc): // changed between the check above and the claim
+		now, _ := e.g.observeNow(e.ctx, c)
+		if e.pass.Check(s, undoplan.Split(s, now), nil, undoplan.Executing) {
+			e.keep(s, undoplan.ChangedSinceReview(nil), nil)
 		}
-		if e.held(nil, s) {
-			return
-		}
-		_, err := e.g.undoChange(e.ctx, c.ID, "", c.ScopeHash, e.by, true)
-		var sc *StateChangedError
-		switch {
-		case errors.As(err, &sc): // changed between the check above and the claim
-			now, _ := e.g.observeNow(e.ctx, c)
-			e.keep(s, changedSinceReview(driftOf(c.After, now)), driftOf(c.After, now))
-		case err != nil:
-			s.failed = "undo failed: " + agentText(err)
-		}
-		delete(e.undoing, c.ID)
+	case errors.As(err, &held):
+		e.keep(s, held.reason, nil)
+	case err != nil:
+		s.Failed = "undo failed: " + agentText(err)
 	}
+	delete(e.undoing, c.ID)
+	e.pass.Settle(s)
 }
 
 // wholeGroups returns allowed without the no-net-change steps of any
 // resource whose group was reviewed only in part: such a group closes as a
 // whole or not at all.
-func wholeGroups(steps []planStep, allowed map[string]bool) map[string]bool {
+func wholeGroups(steps []undoplan.Step, allowed map[string]bool) map[string]bool {
 	partial := map[string]bool{}
 	for _, s := range steps {
-		if s.verdict == verdictNoNetChange && !allowed[s.c.ID] {
-			partial[s.group] = true
+		if s.Verdict == undoplan.NoNetChange && !allowed[s.C.ID] {
+			partial[s.Group()] = true
 		}
 	}
 	if len(partial) == 0 {
@@ -211,8 +225,8 @@ func wholeGroups(steps []planStep, allowed map[string]bool) map[string]bool {
 	}
 	out := make(map[string]bool, len(allowed))
 	for _, s := range steps {
-		if allowed[s.c.ID] && !(s.verdict == verdictNoNetChange && partial[s.group]) {
-			out[s.c.ID] = true
+		if allowed[s.C.ID] && !(s.Verdict == undoplan.NoNetChange && partial[s.Group()]) {
+			out[s.C.ID] = true
 		}
 	}
 	return out
@@ -223,33 +237,33 @@ func wholeGroups(steps []planStep, allowed map[string]bool) map[string]bool {
 // where the run found it, every change of the group is closed in one ledger
 // transaction; otherwise every one is kept. A group is never closed in
 // part, whatever lands meanwhile.
-func (e *execution) closeNoNetGroups(steps []planStep) {
+func (e *execution) closeNoNetGroups(steps []undoplan.Step) {
 	groups := map[string][]int{}
 	var order []string
 	for i := range steps {
 		s := &steps[i]
-		if s.tx || s.verdict != verdictNoNetChange || !s.reviewed {
+		if s.Op.Tx || s.Verdict != undoplan.NoNetChange || !s.Reviewed {
 			continue
 		}
-		if _, ok := groups[s.group]; !ok {
-			order = append(order, s.group)
+		if _, ok := groups[s.Group()]; !ok {
+			order = append(order, s.Group())
 		}
-		groups[s.group] = append(groups[s.group], i)
+		groups[s.Group()] = append(groups[s.Group()], i)
 	}
 	for _, g := range order {
 		idx := groups[g]
 		first := &steps[idx[0]]
-		cur, err := e.g.observeNow(e.ctx, first.c)
-		if err != nil || string(cur) != string(first.netState) {
-			drift := driftOf(first.netState, cur)
+		cur, err := e.g.observeNow(e.ctx, first.C)
+		if err != nil || string(cur) != string(first.NetState) {
+			drift := undoplan.DriftOf(first.NetState, cur)
 			for _, i := range idx {
-				e.keep(&steps[i], changedSinceReview(drift), drift)
+				e.keep(&steps[i], undoplan.ChangedSinceReview(drift), drift)
 			}
 			continue
 		}
 		err = e.g.ledger.WithTx(e.ctx, func(tx *ledger.Tx) error {
 			for _, i := range idx {
-				if err := e.g.txClose(tx, steps[i].c, e.runID, e.by); err != nil {
+				if err := e.g.txClose(tx, steps[i].C, e.runID, e.by); err != nil {
 					return err
 				}
 			}
@@ -257,51 +271,22 @@ func (e *execution) closeNoNetGroups(steps []planStep) {
 		})
 		for _, i := range idx {
 			s := &steps[i]
-			s.closed = true
-			delete(e.undoing, s.c.ID)
+			s.Closed = true
+			delete(e.undoing, s.C.ID)
 			if err != nil {
-				s.failed = "undo failed: " + agentText(err)
+				s.Failed = "undo failed: " + agentText(err)
 				continue
 			}
-			closed := *s.c // as committed by txClose
+			closed := *s.C // as committed by txClose
 			closed.Status = ledger.Undone
 			e.g.logTransition(e.ctx, &closed, ledger.Applied, e.by)
 		}
 	}
 }
 
-// held reports whether s may not be undone now because of a dependency
-// (it is then kept with the reason) or because the check failed (s
-// records the failure). tx is the transaction to read in, or nil.
-func (e *execution) held(tx *ledger.Tx, s *planStep) bool {
-	reason, err := e.heldByDependency(tx, s.c)
-	switch {
-	case err != nil:
-		s.failed = "undo failed: " + agentText(err)
-	case reason != "":
-		e.keep(s, reason, nil)
-	default:
-		return false
-	}
-	return true
-}
-
-// heldByDependency returns why c may not be undone now: undoing it would
-// remove a resource that an applied change the undo keeps depends on.
-func (e *execution) heldByDependency(tx *ledger.Tx, c *ledger.Change) (string, error) {
-	if !removes(c) {
-		return "", nil
-	}
-	dep, err := e.g.keptDependent(e.ctx, tx, c.Resource, e.runID, e.undoing)
-	if err != nil || dep == nil {
-		return "", err
-	}
-	return dependencyReason(c, dep), nil
-}
-
 // txSegment carries out consecutive steps of TxOperations in one
 // transaction, each checked against the state the transaction has reached.
-func (e *execution) txSegment(steps []planStep) {
+func (e *execution) txSegment(steps []undoplan.Step) {
 	tx, err := e.g.ledger.Begin(e.ctx)
 	if err != nil {
 		e.failAll(steps, err)
@@ -310,46 +295,56 @@ func (e *execution) txSegment(steps []planStep) {
 	defer tx.Rollback()
 	for i := range steps {
 		s := &steps[i]
-		if !s.reviewed || !s.carriesOut() {
+		if !s.Reviewed || !s.CarriesOut() {
+			e.pass.Settle(s)
 			continue
 		}
-		o, ok := e.g.lookup(s.c.Action)
-		if !ok {
-			e.keep(s, "this server no longer has the operation "+s.c.Action, nil)
+		_, o := e.g.opOf(s.C)
+		if o == nil {
+			e.keep(s, "this server no longer has the operation "+s.C.Action, nil)
+			e.pass.Settle(s)
 			continue
 		}
-		if s.verdict == verdictNoNetChange {
-			if cur, err := e.g.observeTx(e.ctx, tx, o, s.c.Payload); err != nil || string(cur) != string(s.netState) {
-				e.keep(s, changedSinceReview(driftOf(s.netState, cur)), driftOf(s.netState, cur))
-				continue
+		if s.Verdict == undoplan.NoNetChange {
+			if cur, err := e.g.observeTx(e.ctx, tx, o, s.C.Payload); err != nil || string(cur) != string(s.NetState) {
+				drift := undoplan.DriftOf(s.NetState, cur)
+				e.keep(s, undoplan.ChangedSinceReview(drift), drift)
+			} else if err := e.g.txClose(tx, s.C, e.runID, e.by); err != nil {
+				s.Failed = "undo failed: " + agentText(err)
 			}
-			if err := e.g.txClose(tx, s.c, e.runID, e.by); err != nil {
-				s.failed = "undo failed: " + agentText(err)
-			}
+			e.pass.Settle(s)
 			continue
 		}
-		if e.held(tx, s) {
+		if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeTx(e.ctx, tx, o, s.C.Payload) }) {
 			continue
 		}
-		e.g.txUndo(e.ctx, tx, o, s, e.by, func(s *planStep, found json.RawMessage) bool {
-			if string(found) == string(s.c.After) {
-				return true
-			}
-			e.keep(s, changedSinceReview(driftOf(s.c.After, found)), driftOf(s.c.After, found))
-			return false
-		})
+		reason, err := e.g.dependencyHold(e.ctx, tx, s.C, e.undoing)
+		switch {
+		case err != nil:
+			s.Failed = "undo failed: " + agentText(err)
+		case reason != "":
+			e.keep(s, reason, nil)
+		default:
+			// The state was checked by ready, in this transaction; txUndo
+			// reads it again there, which finds the same.
+			e.g.txUndo(e.ctx, tx, o, s, e.by, func(s *undoplan.Step, found json.RawMessage) bool {
+				return e.pass.Check(s, undoplan.Split(s, found), nil, undoplan.Executing)
+			})
+		}
+		delete(e.undoing, s.C.ID)
+		e.pass.Settle(s)
 	}
 	if err := tx.Commit(); err != nil {
 		e.failAll(steps, err)
 		return
 	}
 	for _, s := range steps {
-		delete(e.undoing, s.c.ID)
+		delete(e.undoing, s.C.ID)
 		switch {
-		case s.reviewed && s.failed != "" && s.verdict == verdictUndo:
-			e.g.recordRunFailure(e.ctx, s.c.ID, e.by, s.failed)
-		case s.reviewed && s.failed == "" && s.carriesOut():
-			undone := *s.c // as committed by txUndo or txClose
+		case s.Reviewed && s.Failed != "" && s.Verdict == undoplan.Undo:
+			e.g.recordRunFailure(e.ctx, s.C.ID, e.by, s.Failed)
+		case s.Reviewed && s.Failed == "" && s.CarriesOut():
+			undone := *s.C // as committed by txUndo or txClose
 			undone.Status = ledger.Undone
 			e.g.logTransition(e.ctx, &undone, ledger.Applied, e.by)
 		}
@@ -357,25 +352,25 @@ func (e *execution) txSegment(steps []planStep) {
 }
 
 // failAll marks every step of a segment that was to run as failed with err.
-func (e *execution) failAll(steps []planStep, err error) {
+func (e *execution) failAll(steps []undoplan.Step, err error) {
 	for i := range steps {
-		if steps[i].reviewed && steps[i].carriesOut() {
-			steps[i].failed = "undo failed: " + agentText(err)
+		if steps[i].Reviewed && steps[i].CarriesOut() {
+			steps[i].Failed = "undo failed: " + agentText(err)
 		}
-		delete(e.undoing, steps[i].c.ID)
+		delete(e.undoing, steps[i].C.ID)
 	}
 }
 
 // lateChanges returns a step for every change of the run that is applied
 // or in flight but not in the plan: it joined after the plan was made.
-func (e *execution) lateChanges(steps []planStep) ([]planStep, error) {
+func (e *execution) lateChanges(steps []undoplan.Step) ([]undoplan.Step, error) {
 	all, err := e.g.ledger.ListChanges(e.ctx, ledger.ChangeFilter{RunID: e.runID})
 	if err != nil {
 		return nil, err
 	}
 	inPlan := map[string]bool{}
 	for _, s := range steps {
-		inPlan[s.c.ID] = true
+		inPlan[s.C.ID] = true
 	}
 	var late []*ledger.Change
 	for _, c := range all {
@@ -384,9 +379,10 @@ func (e *execution) lateChanges(steps []planStep) ([]planStep, error) {
 		}
 	}
 	sortNewestFirst(late)
-	out := make([]planStep, 0, len(late))
+	out := make([]undoplan.Step, 0, len(late))
 	for _, c := range late {
-		out = append(out, planStep{c: c, verdict: verdictSkip, reason: reasonLate, late: true})
+		o, _ := e.g.opOf(c)
+		out = append(out, undoplan.Step{C: c, Op: o, Keys: undoplan.Keys(c), Verdict: undoplan.Skip, Reason: reasonLate, Late: true})
 	}
 	return out, nil
 }

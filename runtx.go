@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -14,31 +15,31 @@ import (
 // a skip when it is not the one the change left). by is recorded as who
 // undid the change; the caller commits tx (a real undo) or rolls it back
 // (a plan).
-func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *planStep, by string, check func(*planStep, json.RawMessage) bool) {
-	c, err := tx.Change(step.c.ID)
+func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *undoplan.Step, by string, check func(*undoplan.Step, json.RawMessage) bool) {
+	c, err := tx.Change(step.C.ID)
 	if err != nil {
-		step.failed = "undo failed: " + agentText(err)
+		step.Failed = "undo failed: " + agentText(err)
 		return
 	}
 	if c.Status != ledger.Applied {
-		step.verdict, step.reason = verdictSkip, fmt.Sprintf("it is no longer applied (status: %s); another request took it", c.Status)
+		step.Verdict, step.Reason = undoplan.Skip, fmt.Sprintf("it is no longer applied (status: %s); another request took it", c.Status)
 		return
 	}
 	r := g.inTx(ctx, tx, o)
 	if r.observe != nil {
 		cur, err := r.observe(c.Payload)
 		if err != nil {
-			step.verdict, step.reason = verdictSkip, g.unreadState(ctx, c, "", err)
+			step.Verdict, step.Reason = undoplan.Skip, g.unreadState(ctx, c, "", err)
 			return
 		}
 		if !check(step, cur) {
 			return
 		}
 	}
-	step.warnings = c.Warnings
+	step.Warnings = c.Warnings
 	sql := tx.SQL()
 	if _, err := sql.ExecContext(ctx, "SAVEPOINT changeset_step"); err != nil {
-		step.failed = "undo failed: " + agentText(ledger.Errorf("savepoint", "", err))
+		step.Failed = "undo failed: " + agentText(ledger.Errorf("savepoint", "", err))
 		return
 	}
 	err = g.performUndo(ctx, c, r)
@@ -47,7 +48,7 @@ func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *planStep
 		err = tx.UpdateChange(c, ledger.Applied)
 	}
 	if err != nil {
-		step.failed = "undo failed: " + agentText(err)
+		step.Failed = "undo failed: " + agentText(err)
 		_, _ = sql.ExecContext(ctx, "ROLLBACK TO SAVEPOINT changeset_step")
 	}
 	_, _ = sql.ExecContext(ctx, "RELEASE SAVEPOINT changeset_step")

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -61,6 +61,9 @@ type RunStep struct {
 	Action   string `json:"action"`
 	Summary  string `json:"summary"`
 	Resource string `json:"resource,omitempty"`
+	// Resources names every resource of a change that names several
+	// (Proposal.Resources); Resource is then empty.
+	Resources []string `json:"resources,omitempty"`
 	// Transactional is true for a TxOperation's change: its undo runs in
 	// one database transaction with the other transactional undos around
 	// it, and the dry run really ran it and rolled it back.
@@ -69,71 +72,19 @@ type RunStep struct {
 
 // RunNote is a change in a run report with the reason it is listed. For
 // a skipped change, Drift says what the undo expected to find (the state
-// the change left) and what it found; it is empty when there is nothing to
-// compare (no snapshot, no state).
+// the change left) and what it found, only for what moved: for a change
+// that names several resources, each entry names its resource. It is
+// empty when there is nothing to compare (no snapshot, no state).
 type RunNote struct {
-	ChangeID string  `json:"change_id"`
-	Action   string  `json:"action"`
-	Resource string  `json:"resource"`
-	Summary  string  `json:"summary"`
-	Reason   string  `json:"reason"`
-	Drift    []Drift `json:"drift"`
-}
-
-// The verdicts of a plan step.
-const (
-	verdictUndo         = "undo"
-	verdictSkip         = "skip"
-	verdictIrreversible = "irreversible"
-	verdictNoNetChange  = "no_net_change"
-)
-
-// runPlan is what undoing a run will do, decided by one walk over the run's
-// applied changes (planRun), or what it did (executePlan). Its hash binds a
-// dry run's token to its decisions.
-type runPlan struct {
-	steps []planStep // newest first
-	hash  ledger.Digest
-}
-
-type planStep struct {
-	c        *ledger.Change
-	verdict  string
-	reason   string
-	drift    []Drift
-	warnings []string // of a change that is undone, but not exactly
-	failed   string   // why an undo that was tried failed
-	tx       bool     // a TxOperation's step, run inside a transaction
-	// linkedTo names the newer change this one was related to by state,
-	// because neither names a Resource (see walk.assignResources).
-	linkedTo string
-	// netState is, for a no-net-change step, the state its resource must
-	// still be in for the undo to need no write; group names the resource
-	// (the steps of one resource close together or not at all).
-	netState json.RawMessage
-	group    string
-	// reviewed is set by executePlan on the steps of the reviewed plan
-	// that it was to carry out; late on changes that joined the run after
-	// the plan was made.
-	reviewed, late bool
-	// closed is set once the execution closed a no-net-change step.
-	closed bool
-}
-
-// carriesOut reports whether the step's verdict is one the undo acts on.
-func (s *planStep) carriesOut() bool {
-	return s.verdict == verdictUndo || s.verdict == verdictNoNetChange
-}
-
-// actions returns the IDs of the changes the plan undoes or closes.
-func (p *runPlan) actions() map[string]bool {
-	ids := map[string]bool{}
-	for _, s := range p.steps {
-		if s.carriesOut() {
-			ids[s.c.ID] = true
-		}
-	}
-	return ids
+	ChangeID string `json:"change_id"`
+	Action   string `json:"action"`
+	Resource string `json:"resource"`
+	// Resources names every resource of a change that names several;
+	// Resource is then empty.
+	Resources []string `json:"resources,omitempty"`
+	Summary   string   `json:"summary"`
+	Reason    string   `json:"reason"`
+	Drift     []Drift  `json:"drift"`
 }
 
 // UndoRun undoes a run on behalf of a person acting through trusted code,
@@ -241,7 +192,7 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 		return stored, err
 	}
 	if reviewed == nil {
-		reviewed = plan.actions()
+		reviewed = plan.Actions()
 	}
 	return g.executeRun(ctx, r, plan, reviewed, by)
 }
@@ -250,70 +201,42 @@ func runBusy(id string) error {
 	return refuse(ErrBusy, "", "run %s is being undone by another request; ask again with get_run when it finishes", id)
 }
 
-// digest hashes the decisions of a plan, so that a dry run's token only
-// confirms the plan that was shown: which changes are undone, skipped,
-// closed or irreversible. The wording of reasons is not part of it.
-func (p *runPlan) digest() ledger.Digest {
-	type entry struct {
-		ID, Verdict string
-	}
-	entries := make([]entry, 0, len(p.steps))
-	for _, s := range p.steps {
-		v := s.verdict
-		if s.failed != "" {
-			v = "failed"
-		}
-		entries = append(entries, entry{s.c.ID, v})
-	}
-	b, err := canonjson.Marshal(entries)
-	if err != nil {
-		panic("changeset: plan digest: " + err.Error()) // IDs and verdicts are valid UTF-8
-	}
-	return hashOf(b)
-}
-
 // maxReportSummary caps a change's summary in a run report.
 const maxReportSummary = 300
 
-// report renders a plan as a dry run's report (will_undo) or a real undo's
-// (undone).
-func (p *runPlan) report(runID string, dryRun bool) *RunReport {
+// reportOf renders a plan as a dry run's report (will_undo) or a real
+// undo's (undone).
+func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
 	undo := []RunStep{}
-	for _, s := range p.steps {
-		summary := cut(s.c.Summary, maxReportSummary)
-		step := RunStep{ChangeID: s.c.ID, Action: s.c.Action, Summary: summary, Resource: s.c.Resource, Transactional: s.tx}
-		note := RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Reason: s.reason, Drift: boundDrift(s.drift)}
-		if s.reviewed && (!s.carriesOut() || s.failed != "") {
-			rep.NotCarriedOut = append(rep.NotCarriedOut, s.c.ID)
+	for _, s := range p.Steps {
+		c := s.C
+		summary := cut(c.Summary, maxReportSummary)
+		step := RunStep{ChangeID: c.ID, Action: c.Action, Summary: summary, Resource: c.Resource, Resources: c.Resources, Transactional: s.Op.Tx}
+		note := func(reason string, drift []undoplan.Drift) RunNote {
+			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(drift)}
 		}
-		if s.linkedTo != "" {
-			rep.Notes = append(rep.Notes, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Drift: []Drift{},
-				Reason: fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
-					"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.linkedTo, s.linkedTo)})
+		if s.Reviewed && (!s.CarriesOut() || s.Failed != "") {
+			rep.NotCarriedOut = append(rep.NotCarriedOut, c.ID)
 		}
-		switch s.verdict {
-		case verdictUndo:
-			if s.failed != "" {
-				note.Reason = s.failed
-				rep.Failed = append(rep.Failed, note)
-				continue
-			}
+		if s.LinkedTo != "" {
+			rep.Notes = append(rep.Notes, note(fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
+				"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.LinkedTo, s.LinkedTo), nil))
+		}
+		switch {
+		case s.CarriesOut() && s.Failed != "":
+			rep.Failed = append(rep.Failed, note(s.Failed, nil))
+		case s.Verdict == undoplan.Undo:
 			undo = append(undo, step)
-			for _, w := range s.warnings {
-				rep.Irreversible = append(rep.Irreversible, RunNote{ChangeID: s.c.ID, Action: s.c.Action, Resource: s.c.Resource, Summary: summary, Reason: w, Drift: []Drift{}})
+			for _, w := range s.Warnings {
+				rep.Irreversible = append(rep.Irreversible, note(w, nil))
 			}
-		case verdictNoNetChange:
-			if s.failed != "" {
-				note.Reason = s.failed
-				rep.Failed = append(rep.Failed, note)
-				continue
-			}
+		case s.Verdict == undoplan.NoNetChange:
 			rep.NoNetChange = append(rep.NoNetChange, step)
-		case verdictSkip:
-			rep.Skipped = append(rep.Skipped, note)
-		case verdictIrreversible:
-			rep.Irreversible = append(rep.Irreversible, note)
+		case s.Verdict == undoplan.Skip:
+			rep.Skipped = append(rep.Skipped, note(s.Reason, s.Drift))
+		case s.Verdict == undoplan.Irreversible:
+			rep.Irreversible = append(rep.Irreversible, note(s.Reason, s.Drift))
 		}
 	}
 	if dryRun {
@@ -324,30 +247,10 @@ func (p *runPlan) report(runID string, dryRun bool) *RunReport {
 	return rep
 }
 
-// complete reports whether the plan leaves nothing of the run in place.
-func (p *runPlan) complete() bool {
-	for _, s := range p.steps {
-		if !s.carriesOut() || s.failed != "" {
-			return false
-		}
-	}
-	return true
-}
-
-// late reports whether changes joined the run after the plan was made.
-func (p *runPlan) late() bool {
-	for _, s := range p.steps {
-		if s.late {
-			return true
-		}
-	}
-	return false
-}
-
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
-func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *runPlan, trusted bool) (*RunReport, error) {
-	rep := plan.report(r.ID, true)
+func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, trusted bool) (*RunReport, error) {
+	rep := reportOf(plan, r.ID, true)
 	rep.Status = string(ledger.RunOpen)
 	if trusted {
 		return rep, nil
@@ -362,8 +265,8 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *runPlan, 
 		if cur.Status != ledger.RunOpen {
 			return refuse(ErrBusy, "", "run %s is %s; ask again", r.ID, cur.Status)
 		}
-		cur.PlanHash = plan.hash
-		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.hash, token)
+		cur.PlanHash = plan.Hash
+		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.Hash, token)
 		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, g.now()
 		return tx.UpdateRun(cur, ledger.RunOpen)
 	})
@@ -380,7 +283,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *runPlan, 
 // the number of processes. The agent's claim needs the dry run's token and
 // the same plan the token was issued for. When another request finished
 // undoing the run meanwhile, claimRun returns that undo's stored report.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, token, by string, trusted bool) (*RunReport, error) {
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token, by string, trusted bool) (*RunReport, error) {
 	var refusal error
 	var stored json.RawMessage
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
@@ -406,7 +309,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *runPlan, toke
 		case !trusted && !now.Before(cur.ConfirmExpiresAt):
 			refusal = refuse(ErrExpired, "", "the dry run of run %s expired at %s; run the dry run again", r.ID, formatTime(cur.ConfirmExpiresAt))
 			return nil
-		case !trusted && cur.PlanHash != plan.hash:
+		case !trusted && cur.PlanHash != plan.Hash:
 			refusal = refuse(ErrStateChanged, "", "what undoing run %s would do has changed since the dry run; run the dry run again and show the new report", r.ID)
 			return nil
 		}
