@@ -21,6 +21,7 @@ func exerciseHistory(t *testing.T, h Harness) {
 		{"Filters", testHistoryFilters},
 		{"PruneDeletesTheRowsOfWhatItDeletes", testHistoryPrune},
 		{"SeqIsNeverReused", testHistorySeqNeverReused},
+		{"FailureKind", testHistoryFailureKind}, // failurekind.go
 	})
 }
 
