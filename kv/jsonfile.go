@@ -28,7 +28,7 @@ import (
 // missing (or empty) file is an empty store. A file that is not such an
 // object is reported as a *MalformedFileError and never overwritten.
 //
-// Swap takes an exclusive lock (flock) on a lock file beside it, path +
+// Swap and SwapAll take an exclusive lock (flock) on a lock file beside it, path +
 // ".lock", so that several processes serving one file cannot both pass the
 // comparison and both write; it then writes the whole object to a
 // temporary file in the same directory, syncs it and renames it over the
@@ -74,6 +74,28 @@ func (f *JSONFile) All(ctx context.Context) (map[string]json.RawMessage, error) 
 // comparing them as JSON values; otherwise it writes nothing and returns an
 // error wrapping ErrChanged.
 func (f *JSONFile) Swap(ctx context.Context, key string, prev, next json.RawMessage) error {
+	return f.SwapAll(ctx, []Swap{{Key: key, Prev: prev, Next: next}})
+}
+
+// SwapAll applies every swap if every key holds its Prev, comparing them
+// as JSON values, in one rewrite of the file under its lock: a reader sees
+// all of the swaps or none. Otherwise it writes nothing and returns an
+// error wrapping ErrChanged (see Batcher).
+func (f *JSONFile) SwapAll(ctx context.Context, swaps []Swap) error {
+	if err := distinctKeys(swaps); err != nil {
+		return err
+	}
+	nexts := make([]json.RawMessage, len(swaps))
+	for i, s := range swaps {
+		if s.Next == nil {
+			continue
+		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, s.Next, "  ", "  "); err != nil {
+			return fmt.Errorf("kv: the new value of key %q is not valid JSON: %w", s.Key, err)
+		}
+		nexts[i] = indented.Bytes()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	unlock, err := lock(f.path + ".lock")
@@ -85,17 +107,15 @@ func (f *JSONFile) Swap(ctx context.Context, key string, prev, next json.RawMess
 	if err != nil {
 		return err
 	}
-	if !sameValue(doc.get(key), prev) {
-		return fmt.Errorf("kv: key %q in %s: %w", key, f.path, ErrChanged)
-	}
-	if next != nil {
-		var indented bytes.Buffer
-		if err := json.Indent(&indented, next, "  ", "  "); err != nil {
-			return fmt.Errorf("kv: the new value of key %q is not valid JSON: %w", key, err)
+	for _, s := range swaps {
+		if !sameValue(doc.get(s.Key), s.Prev) {
+			return fmt.Errorf("kv: key %q in %s: %w", s.Key, f.path, ErrChanged)
 		}
-		next = indented.Bytes()
 	}
-	return f.write(doc.set(key, next), perm)
+	for i, s := range swaps {
+		doc = doc.set(s.Key, nexts[i])
+	}
+	return f.write(doc, perm)
 }
 
 // member is one key of the file and its value's exact bytes.

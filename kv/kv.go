@@ -56,10 +56,48 @@ type Store interface {
 	Swap(ctx context.Context, key string, prev, next json.RawMessage) error
 }
 
+// Batcher is a Store that can compare-and-set several keys in one step:
+// all of them or none. The adapter uses it, when the Store has it, to make
+// a change of several keys (SetMany, and its undo) atomic; JSONFile and Map
+// have it. Without it the adapter swaps the keys one at a time and swaps
+// them back when one of them fails (see SetMany).
+type Batcher interface {
+	Store
+	// SwapAll applies every swap, each as Store.Swap would, only if every
+	// key holds its Prev; otherwise it writes nothing and returns an error
+	// wrapping ErrChanged. A key appears at most once.
+	SwapAll(ctx context.Context, swaps []Swap) error
+}
+
+// Swap is one key's part of Batcher.SwapAll: set Key to Next (nil: delete
+// it) if it holds Prev (nil: the key is absent).
+type Swap struct {
+	Key        string
+	Prev, Next json.RawMessage
+}
+
 // Kind names one kind of value in a Store and the Go type V it decodes to.
 // Name appears in resources ("flag:beta"), summaries ("Create flag beta")
 // and refusals ("there is no flag \"beta\"").
 type Kind[V any] struct {
 	Name  string
 	Store Store
+	// Ignore names top-level members of a value's JSON object that do not
+	// count as anyone's work, such as an "updated_at" the application
+	// stamps or a position in a list: they are left out of diffs, of
+	// Observe (so an edit of them neither blocks an apply nor an undo) and
+	// of the comparison before every write. A write still swaps against
+	// the exact value the key holds, so a concurrent writer is caught.
+	//
+	// What a write does with them: an apply writes an ignored member only
+	// when the change itself sets it (its value differs from the one the
+	// preview read, as when an Update's function stamps "updated_at");
+	// every other ignored member keeps the value the key holds at the
+	// time of the write. An undo writes back the counted members of the
+	// value before the change and keeps every ignored member as the key
+	// holds it then, so an undo never moves a position someone changed
+	// since. When the key is absent (a create, the undo of a delete) the
+	// whole value is written, ignored members included. Values that are
+	// not JSON objects have nothing to ignore.
+	Ignore []string
 }
