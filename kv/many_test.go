@@ -442,3 +442,31 @@ func TestSetMany_ObservesAKeyAsUpdateDoes(t *testing.T) {
 		t.Fatalf("SetMany left %s; Update found %s", after["item:b"], rec.Before)
 	}
 }
+
+// A run's undo undoes a change of several keys whole, through the same
+// checks and writes as undo_change.
+func TestSetMany_RunUndoRestoresEveryKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, store kv.Store, path string) {
+		e := newManyEnv(t, store)
+		e.put("a", `{"name":"A","price":100,"updated_at":"t0"}`)
+		e.put("b", `{"name":"B","price":200}`)
+		start := e.values("a", "b", "c")
+		run, err := e.g.StartRun(ctx, "prices")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.apply(e.preview("set_prices", map[string]any{"prices": map[string]int{"a": 130, "b": 230, "c": 5}, "run_id": run.RunID}))
+		e.put("a", `{"name":"A","price":130,"updated_at":"t5"}`) // an ignored member: not a person's work
+		rep, err := e.g.UndoRun(ctx, run.RunID, false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Undone) != 1 || len(rep.Skipped) != 0 || len(rep.Failed) != 0 {
+			t.Fatalf("report %+v", rep)
+		}
+		start["a"] = `{"name":"A","price":100,"updated_at":"t5"}` // the undo keeps the current ignored members
+		if got := e.values("a", "b", "c"); !sameMaps(got, start) {
+			t.Fatalf("after the run's undo: %v, want %v", got, start)
+		}
+	})
+}
