@@ -28,16 +28,18 @@ import (
 // missing (or empty) file is an empty store. A file that is not such an
 // object is reported as a *MalformedFileError and never overwritten.
 //
-// Swap and SwapAll take an exclusive lock (flock) on a lock file beside it, path +
-// ".lock", so that several processes serving one file cannot both pass the
-// comparison and both write; it then writes the whole object to a
-// temporary file in the same directory, syncs it and renames it over the
-// file, so a reader sees the old object or the new one, never half of
-// one. Every other key keeps its exact bytes and its place; a new key
-// goes before the first key that sorts after it, so a file kept in order
-// stays in order (and the undo of a delete puts the key back in its place). A person's editor takes no lock, so an edit saved in the
-// instant between Swap's read and its rename can be lost, as between any
-// two programs that write one file.
+// [JSONFile.Swap] and [JSONFile.SwapAll] take an exclusive lock (flock)
+// on a lock file beside it, path + ".lock", so that several processes
+// serving one file cannot both pass the comparison and both write; they
+// then write the whole object to a temporary file in the same directory,
+// sync it and rename it over the file, so a reader sees the old object or
+// the new one, never half of one, however many keys a SwapAll sets. Every
+// other key keeps its exact bytes and its place; a new key goes before
+// the first key that sorts after it, so a file kept in order stays in
+// order (and the undo of a delete puts the key back in its place). A
+// person's editor takes no lock, so an edit saved in the instant between
+// a swap's read and its rename can be lost, as between any two programs
+// that write one file.
 type JSONFile struct {
 	path string
 	mu   sync.Mutex // serializes this process's writers where flock is missing

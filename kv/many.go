@@ -47,7 +47,11 @@ const maxSummaryKeys = 5
 // is "added"); its summary names the keys ("Set setting currency,
 // tax_rate"). As Update does, it keeps the members of a stored object that
 // the new value does not set, and the ignored members (Kind.Ignore) of a
-// key that exists: SetMany sets what counts and nothing else.
+// key that exists: SetMany sets what counts and nothing else. A value is
+// stored as its JSON (a nil of an interface type is null, not a deletion).
+// f is not given the current values; the change is bound to what the
+// preview reads right after f returns, so a function that reads the Store
+// itself to compute new values should keep that read close to its return.
 //
 // What is guaranteed. Before writing anything, the apply reads every key
 // and refuses the whole change, writing nothing, if one of them differs

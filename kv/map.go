@@ -10,8 +10,8 @@ import (
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 )
 
-// Map is a Store in memory, for tests and examples. Its zero value is an
-// empty store ready to use; it is safe for concurrent use.
+// Map is a [Store] and a [Batcher] in memory, for tests and examples. Its
+// zero value is an empty store ready to use; it is safe for concurrent use.
 type Map struct {
 	mu sync.Mutex
 	m  map[string]json.RawMessage

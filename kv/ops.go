@@ -58,7 +58,10 @@ func Create[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], f func(ctx
 // Update registers, under tool.Name, an operation that changes the value
 // of an existing key: key names it from the input, and f returns the new
 // value from the input and the current one. The preview is refused if the
-// key does not exist or if the new value equals the current one.
+// key does not exist or if the new value equals the current one on every
+// member that counts (see [Kind.Ignore]: a function that only stamps an
+// ignored member changes nothing; one that stamps it along with a real
+// change writes the stamp).
 //
 // Members of the stored JSON object that V does not know (a field a person
 // added by hand, or one a newer version of the program writes) are kept

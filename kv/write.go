@@ -117,14 +117,15 @@ func swapAll(ctx context.Context, s Store, swaps []Swap) error {
 }
 
 // PartialWriteError reports a change of several keys, on a Store that is
-// not a Batcher, that stopped part-way and could not be swapped back
-// whole: each of Keys holds the value the change wrote (another writer
-// changed it before it could be set back), every other key of the change
-// is as it was before. The Guard records the change as failed without
-// "nothing written", for an operator to look at; the adapter writes
-// nothing more. It does not match ErrChanged, whatever the cause.
+// not a [Batcher], that stopped part-way and could not be swapped back
+// whole: the change wrote each of Keys, and someone changed it again
+// before it could be set back (or the Store failed then); every other key
+// of the change is as it was before. The Guard records the change as
+// failed without "nothing written", for an operator to look at; the
+// adapter writes nothing more. It does not match [ErrChanged], whatever
+// the cause, since something was written.
 type PartialWriteError struct {
-	// Keys are the keys left as the change wrote them, sorted.
+	// Keys are the keys the change wrote and could not set back, sorted.
 	Keys []string
 	// Err is why the change stopped: usually a key that no longer held the
 	// value read a moment before (wrapping ErrChanged), or the Store's
@@ -135,7 +136,7 @@ type PartialWriteError struct {
 }
 
 func (e *PartialWriteError) Error() string {
-	return fmt.Sprintf("kv: a change of several keys stopped part-way (%v) and keys %s could not be set back (%v): they hold the change's values and the change's other keys are as before; check them by hand",
+	return fmt.Sprintf("kv: a change of several keys stopped part-way (%v) and keys %s could not be set back (%v): the change wrote them and they changed again since; the change's other keys are as before; check these by hand",
 		e.Err, strings.Join(quoteAll(e.Keys), ", "), e.Rollback)
 }
 
