@@ -28,16 +28,18 @@ import (
 // missing (or empty) file is an empty store. A file that is not such an
 // object is reported as a *MalformedFileError and never overwritten.
 //
-// Swap takes an exclusive lock (flock) on a lock file beside it, path +
-// ".lock", so that several processes serving one file cannot both pass the
-// comparison and both write; it then writes the whole object to a
-// temporary file in the same directory, syncs it and renames it over the
-// file, so a reader sees the old object or the new one, never half of
-// one. Every other key keeps its exact bytes and its place; a new key
-// goes before the first key that sorts after it, so a file kept in order
-// stays in order (and the undo of a delete puts the key back in its place). A person's editor takes no lock, so an edit saved in the
-// instant between Swap's read and its rename can be lost, as between any
-// two programs that write one file.
+// [JSONFile.Swap] and [JSONFile.SwapAll] take an exclusive lock (flock)
+// on a lock file beside it, path + ".lock", so that several processes
+// serving one file cannot both pass the comparison and both write; they
+// then write the whole object to a temporary file in the same directory,
+// sync it and rename it over the file, so a reader sees the old object or
+// the new one, never half of one, however many keys a SwapAll sets. Every
+// other key keeps its exact bytes and its place; a new key goes before
+// the first key that sorts after it, so a file kept in order stays in
+// order (and the undo of a delete puts the key back in its place). A
+// person's editor takes no lock, so an edit saved in the instant between
+// a swap's read and its rename can be lost, as between any two programs
+// that write one file.
 type JSONFile struct {
 	path string
 	mu   sync.Mutex // serializes this process's writers where flock is missing
@@ -74,6 +76,28 @@ func (f *JSONFile) All(ctx context.Context) (map[string]json.RawMessage, error) 
 // comparing them as JSON values; otherwise it writes nothing and returns an
 // error wrapping ErrChanged.
 func (f *JSONFile) Swap(ctx context.Context, key string, prev, next json.RawMessage) error {
+	return f.SwapAll(ctx, []Swap{{Key: key, Prev: prev, Next: next}})
+}
+
+// SwapAll applies every swap if every key holds its Prev, comparing them
+// as JSON values, in one rewrite of the file under its lock: a reader sees
+// all of the swaps or none. Otherwise it writes nothing and returns an
+// error wrapping ErrChanged (see Batcher).
+func (f *JSONFile) SwapAll(ctx context.Context, swaps []Swap) error {
+	if err := distinctKeys(swaps); err != nil {
+		return err
+	}
+	nexts := make([]json.RawMessage, len(swaps))
+	for i, s := range swaps {
+		if s.Next == nil {
+			continue
+		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, s.Next, "  ", "  "); err != nil {
+			return fmt.Errorf("kv: the new value of key %q is not valid JSON: %w", s.Key, err)
+		}
+		nexts[i] = indented.Bytes()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	unlock, err := lock(f.path + ".lock")
@@ -85,17 +109,15 @@ func (f *JSONFile) Swap(ctx context.Context, key string, prev, next json.RawMess
 	if err != nil {
 		return err
 	}
-	if !sameValue(doc.get(key), prev) {
-		return fmt.Errorf("kv: key %q in %s: %w", key, f.path, ErrChanged)
-	}
-	if next != nil {
-		var indented bytes.Buffer
-		if err := json.Indent(&indented, next, "  ", "  "); err != nil {
-			return fmt.Errorf("kv: the new value of key %q is not valid JSON: %w", key, err)
+	for _, s := range swaps {
+		if !sameValue(doc.get(s.Key), s.Prev) {
+			return fmt.Errorf("kv: key %q in %s: %w", s.Key, f.path, ErrChanged)
 		}
-		next = indented.Bytes()
 	}
-	return f.write(doc.set(key, next), perm)
+	for i, s := range swaps {
+		doc = doc.set(s.Key, nexts[i])
+	}
+	return f.write(doc, perm)
 }
 
 // member is one key of the file and its value's exact bytes.

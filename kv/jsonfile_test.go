@@ -203,3 +203,54 @@ func TestJSONFileConcurrentWritersLoseNothing(t *testing.T) {
 		t.Fatalf("counter %s, want %d", v, writers*each)
 	}
 }
+
+// SwapAll writes every key in one rewrite of the file, or none: one key
+// that differs from its Prev, or a key named twice, leaves the file as it
+// was. Map keeps the same promise.
+func TestJSONFile_SwapAllIsAllOrNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	text := "{\"currency\": \"USD\", \"tax_rate\": 0.2}"
+	os.WriteFile(path, []byte(text), 0o644)
+	stores := map[string]kv.Batcher{"JSONFile": kv.NewJSONFile(path), "Map": &kv.Map{}}
+	m := stores["Map"]
+	m.Swap(ctx, "currency", nil, raw(`"USD"`))
+	m.Swap(ctx, "tax_rate", nil, raw(`0.2`))
+	for name, s := range stores {
+		for _, c := range []struct {
+			what  string
+			swaps []kv.Swap
+		}{
+			{"one key differs", []kv.Swap{{Key: "currency", Prev: raw(`"USD"`), Next: raw(`"EUR"`)}, {Key: "tax_rate", Prev: raw(`0.3`), Next: raw(`0.25`)}}},
+			{"a key twice", []kv.Swap{{Key: "currency", Prev: raw(`"USD"`), Next: raw(`"EUR"`)}, {Key: "currency", Prev: raw(`"USD"`), Next: raw(`"GBP"`)}}},
+		} {
+			if err := s.SwapAll(ctx, c.swaps); err == nil {
+				t.Errorf("%s, %s: no error", name, c.what)
+			} else if c.what == "one key differs" && !errors.Is(err, kv.ErrChanged) {
+				t.Errorf("%s, %s: %v, want ErrChanged", name, c.what, err)
+			}
+			if v, _ := s.Get(ctx, "currency"); string(v) != `"USD"` {
+				t.Errorf("%s, %s: currency %s was written", name, c.what, v)
+			}
+		}
+		if name == "JSONFile" && readFile(t, path) != text {
+			t.Errorf("the file was rewritten by a refused SwapAll: %s", readFile(t, path))
+		}
+		err := s.SwapAll(ctx, []kv.Swap{
+			{Key: "currency", Prev: raw(`"USD"`), Next: raw(`"EUR"`)},
+			{Key: "tax_rate", Prev: raw(`0.20`), Next: nil},
+			{Key: "store_name", Prev: nil, Next: raw(`"Tea"`)},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		all, _ := s.(interface {
+			All(context.Context) (map[string]json.RawMessage, error)
+		}).All(ctx)
+		if len(all) != 2 || string(all["currency"]) != `"EUR"` || string(all["store_name"]) != `"Tea"` {
+			t.Errorf("%s: %v", name, all)
+		}
+	}
+	if got := readFile(t, path); got != "{\n  \"currency\": \"EUR\",\n  \"store_name\": \"Tea\"\n}\n" {
+		t.Errorf("file:\n%s", got)
+	}
+}

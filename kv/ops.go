@@ -1,11 +1,10 @@
 package kv
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
@@ -59,7 +58,10 @@ func Create[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], f func(ctx
 // Update registers, under tool.Name, an operation that changes the value
 // of an existing key: key names it from the input, and f returns the new
 // value from the input and the current one. The preview is refused if the
-// key does not exist or if the new value equals the current one.
+// key does not exist or if the new value equals the current one on every
+// member that counts (see [Kind.Ignore]: a function that only stamps an
+// ignored member changes nothing; one that stamps it along with a real
+// change writes the stamp).
 //
 // Members of the stored JSON object that V does not know (a field a person
 // added by hand, or one a newer version of the program writes) are kept
@@ -90,7 +92,10 @@ func Update[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], key func(I
 		if after, err = keepUnknown(cur, known, after); err != nil {
 			return nil, err
 		}
-		if bytes.Equal(cur, after) {
+		if same, err := k.sameCounted(cur, after); err != nil || same {
+			if err != nil {
+				return nil, err
+			}
 			return nil, changeset.Refuse("%s %q already holds this value; nothing to change", k.Name, name)
 		}
 		return k.propose("Update", name, cur, after)
@@ -114,26 +119,49 @@ func Delete[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], key func(I
 // register adds the operation made of preview and the apply, undo and
 // observe that every kind shares.
 func register[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], preview func(context.Context, In) (*changeset.Proposal[change], error)) {
-	if k.Name == "" || k.Store == nil {
-		panic(fmt.Sprintf("kv: the Kind of tool %q needs a Name and a Store", tool.Name))
-	}
-	s := k.Store
+	k.mustBeValid(tool)
 	changeset.Register(g, tool, changeset.NewOperation(preview,
 		func(ctx context.Context, c change) (applied, error) {
-			return applied{Key: c.Key, Value: c.After}, swap(ctx, s, c.Key, c.Before, c.After)
+			written, err := k.commit(ctx, []write{{key: c.Key, from: c.Before, to: c.After, apply: true}})
+			if err != nil {
+				return applied{}, err
+			}
+			return applied{Key: c.Key, Value: written[0]}, nil
 		}).
 		WithUndo(func(ctx context.Context, c change, _ applied) error {
-			return swap(ctx, s, c.Key, c.After, c.Before)
+			_, err := k.commit(ctx, []write{{key: c.Key, from: c.After, to: c.Before}})
+			return err
 		}).
 		WithObserve(func(ctx context.Context, c change) (any, error) {
-			v, err := s.Get(ctx, c.Key)
-			return state(v), err
+			return k.observe(ctx, c.Key)
 		}))
 }
 
-// propose is the proposal of a change of key from before to after.
+// mustBeValid panics, naming the tool, when k cannot be used.
+func (k Kind[V]) mustBeValid(tool *mcp.Tool) {
+	if k.Name == "" || k.Store == nil {
+		panic(fmt.Sprintf("kv: the Kind of tool %q needs a Name and a Store", tool.Name))
+	}
+	if slices.Contains(k.Ignore, "") {
+		panic(fmt.Sprintf("kv: the Kind of tool %q ignores a member with an empty name", tool.Name))
+	}
+}
+
+// resource is the name of key in proposals, e.g. "flag:beta".
+func (k Kind[V]) resource(key string) string { return k.Name + ":" + key }
+
+// propose is the proposal of a change of key from before to after: its
+// diff and snapshot leave out the ignored members.
 func (k Kind[V]) propose(verb, key string, before, after json.RawMessage) (*changeset.Proposal[change], error) {
-	diff, err := changeset.Diff(state(before), state(after))
+	b, err := k.state(before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := k.state(after)
+	if err != nil {
+		return nil, err
+	}
+	diff, err := changeset.Diff(b, a)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +169,8 @@ func (k Kind[V]) propose(verb, key string, before, after json.RawMessage) (*chan
 		Payload:  change{Key: key, Before: before, After: after},
 		Diff:     diff,
 		Summary:  verb + " " + k.Name + " " + key,
-		Resource: k.Name + ":" + key,
-		Snapshot: &changeset.Snapshot{Value: state(before)},
+		Resource: k.resource(key),
+		Snapshot: &changeset.Snapshot{Value: b},
 	}, nil
 }
 
@@ -166,25 +194,6 @@ func (k Kind[V]) existing(ctx context.Context, key string) (json.RawMessage, err
 		return nil, changeset.Refuse("there is no %s %q", k.Name, key)
 	}
 	return v, err
-}
-
-// swap is Store.Swap, with ErrChanged reported as the Guard's state
-// change: nothing was written, and a run's undo shows it as a drift.
-func swap(ctx context.Context, s Store, key string, prev, next json.RawMessage) error {
-	err := s.Swap(ctx, key, prev, next)
-	if errors.Is(err, ErrChanged) {
-		return &changeset.StateChangedError{} // the Guard fills in the change and phase
-	}
-	return err
-}
-
-// state is a stored value as Observe and a Snapshot give it: nil for an
-// absent key.
-func state(v json.RawMessage) any {
-	if v == nil {
-		return nil
-	}
-	return v
 }
 
 // keepUnknown returns after with the members of cur that known (cur read
