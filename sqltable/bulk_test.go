@@ -241,7 +241,7 @@ func TestUpdateMatching_EditOfOneRowBeforeApplyRefusesTheWhole(t *testing.T) {
 	forEachProducts(t, stampedCfg, func(p *products) {
 		t := p.t
 		pr := p.preview("adjust_product", adjustIn{Category: "tea", Percent: 10})
-		p.exec("UPDATE "+p.table+" SET stock = 3"+bump(p.versionTable())+" WHERE sku = 'TEA-003'")
+		p.exec("UPDATE " + p.table + " SET stock = 3" + bump(p.versionTable()) + " WHERE sku = 'TEA-003'")
 		want := p.raw(p.table)
 		_, err := p.g.Apply(p.ctx, pr.ChangeID, pr.ConfirmationToken)
 		if !errors.Is(err, changeset.ErrStateChanged) {
@@ -317,7 +317,7 @@ func TestUpdateMatching_EditOfOneRowAfterApplyRefusesTheUndo(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, tok := p.apply(pr)
-		p.exec("UPDATE "+p.table+" SET price_cents = 500"+bump(p.versionTable())+" WHERE sku = 'TEA-002'")
+		p.exec("UPDATE " + p.table + " SET price_cents = 500" + bump(p.versionTable()) + " WHERE sku = 'TEA-002'")
 		want := p.raw(p.table)
 		rep, err := p.g.UndoRun(p.ctx, run.RunID, false, "test")
 		if err != nil {
