@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"math/big"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,31 +40,6 @@ func TestFlags_HelpAndRequiredDB(t *testing.T) {
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("inventory %v: %v, stderr %q; want exit status 2 and %q", c.args, err, stderr.String(), c.want)
-		}
-	}
-}
-
-// A new price is the old one times 1 + percent/100, rounded to the
-// nearest cent, halves up, computed exactly from the decimal the agent
-// wrote.
-func TestAdjusted_RoundsToWholeCents(t *testing.T) {
-	for _, c := range []struct {
-		price   int64
-		percent string
-		want    int64
-	}{
-		{1999, "10", 2199},  // 2198.9
-		{1005, "-50", 503},  // 502.5: halves up
-		{1000, "0.1", 1001}, // exactly 1001, not a binary fraction below it
-		{1, "10", 1},        // 1.1
-		{333, "-90", 33},    // 33.3
-		{100, "500", 600},
-		{0, "25", 0},
-	} {
-		p, _ := new(big.Rat).SetString(c.percent)
-		factor := p.Add(p.Quo(p, big.NewRat(100, 1)), big.NewRat(1, 1))
-		if got := adjusted(c.price, factor); got != c.want {
-			t.Errorf("%d, %s%%: %d, want %d", c.price, c.percent, got, c.want)
 		}
 	}
 }

@@ -76,11 +76,11 @@ type (
 		Percent  float64 `json:"percent" jsonschema:"the change in percent, -90 to 500: 10 raises every price by a tenth, -25 lowers it by a quarter; new prices are rounded to whole cents"`
 	}
 	product struct {
-		SKU        string `json:"sku"`
-		Name       string `json:"name"`
-		Category   string `json:"category"`
-		PriceCents int64  `json:"price_cents"`
-		Stock      int64  `json:"stock"`
+		SKU        string `json:"sku" jsonschema:"the product's stock-keeping unit, which names it"`
+		Name       string `json:"name" jsonschema:"the product's name"`
+		Category   string `json:"category" jsonschema:"the product's category"`
+		PriceCents int64  `json:"price_cents" jsonschema:"the price in cents"`
+		Stock      int64  `json:"stock" jsonschema:"how many are in stock"`
 		UpdatedAt  string `json:"updated_at" jsonschema:"when the product was last written, RFC 3339 in UTC"`
 	}
 	listOut struct {
