@@ -56,7 +56,7 @@ func Create[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, row func(ctx c
 		}
 		return t.proposal("Create", payload{After: after})
 	}
-	register(g, tool, t, preview, t.applyCreate, t.undoCreate)
+	register(g, tool, t, preview, t.applyCreate, t.undoCreate, t.observe)
 }
 
 // Update registers on g a guarded operation that changes one row of t.
@@ -85,7 +85,7 @@ func Update[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, edit func(ctx 
 		after := maps.Clone(cur)
 		maps.Copy(after, values)
 		if len(t.diffColumns(cur, after)) == 0 {
-			return nil, changeset.Refuse("the update changes nothing: %s %s already holds these values", t.kind, keyText(cur[t.key]))
+			return nil, changeset.Refuse("the update changes nothing: %s %s already holds these values", t.kind, t.rowName(cur))
 		}
 		if t.version != "" {
 			v, ok := cur[t.version].(int64)
@@ -96,7 +96,7 @@ func Update[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, edit func(ctx 
 		}
 		return t.proposal("Update", payload{Before: cur, After: after})
 	}
-	register(g, tool, t, preview, t.applyUpdate, t.undoUpdate)
+	register(g, tool, t, preview, t.applyUpdate, t.undoUpdate, t.observe)
 }
 
 // Delete registers on g a guarded operation that deletes one row of t. key
@@ -118,7 +118,7 @@ func Delete[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, key func(ctx c
 		}
 		return t.proposal("Delete", payload{Before: cur})
 	}
-	register(g, tool, t, preview, t.applyDelete, t.undoDelete)
+	register(g, tool, t, preview, t.applyDelete, t.undoDelete, t.observe)
 }
 
 // existing reads the row of an update or delete, refusing a missing one.
@@ -154,8 +154,8 @@ func (t *Table) keyValue(key any) (any, error) {
 }
 
 // values checks the columns an application gives and converts their values
-// to the canonical form. A create may give the key; neither may give the
-// version.
+// to the canonical form. A create may give the key and the ignored
+// columns; an update neither. No one may give the version or the stamp.
 func (t *Table) values(r Row, create bool) (Row, error) {
 	out := make(Row, len(r))
 	for name, v := range r {
@@ -164,8 +164,12 @@ func (t *Table) values(r Row, create bool) (Row, error) {
 			return nil, changeset.Refuse("%s has no column %q", t.kind, name)
 		case name == t.version:
 			return nil, changeset.Refuse("the version column %q is set by the adapter, not by the caller", name)
+		case name == t.stamp:
+			return nil, changeset.Refuse("the column %q is stamped by the adapter on every write, not set by the caller", name)
 		case name == t.key && !create:
 			return nil, changeset.Refuse("the key %q of a %s cannot change", name, t.kind)
+		case t.ignored[name] && !create:
+			return nil, changeset.Refuse("the column %q of a %s is ignored by this table's changes (left out of their diffs and checks), so an update cannot set it", name, t.kind)
 		}
 		c, err := canonicalValue(name, v)
 		if err != nil {
@@ -185,67 +189,63 @@ func (t *Table) has(name string) bool {
 	return false
 }
 
-// proposal is the proposal of a change: its diff, its summary ("Update
-// contact 7"), its resource ("contact:7") and the row the preview read as
-// its snapshot (nil for a create: no row).
+// proposal is the proposal of a change: its diff of the row's states
+// (see state), its summary ("Update contact 7", or `Update product "Green
+// tea" (TEA-003)` with a label column), its resource ("contact:7") and the
+// state the preview read as its snapshot (nil for a create: no row).
 func (t *Table) proposal(verb string, p payload) (*changeset.Proposal[payload], error) {
-	var before, after any
-	if p.Before != nil {
-		before = p.Before
-	}
-	if p.After != nil {
-		after = p.After
-	}
+	before, after := t.state(p.Before), t.state(p.After)
 	diff, err := changeset.Diff(before, after)
 	if err != nil {
 		return nil, err
 	}
-	key := keyText(t.keyOf(p))
+	named := p.Before
+	if named == nil {
+		named = p.After
+	}
 	return &changeset.Proposal[payload]{
 		Payload:  p,
 		Diff:     diff,
-		Summary:  verb + " " + t.kind + " " + key,
-		Resource: t.kind + ":" + key,
+		Summary:  verb + " " + t.kind + " " + t.rowName(named),
+		Resource: t.resource(t.keyOf(p)),
 		Snapshot: &changeset.Snapshot{Value: before},
 	}, nil
 }
 
-// observe is what counts as someone's work on the change's row: the whole
-// row, or nil when there is none.
+// observe is what counts as someone's work on the change's row: its state
+// (see state), or nil when there is no row.
 func (t *Table) observe(ctx context.Context, q querier, p payload) (any, error) {
 	r, err := t.get(ctx, q, t.keyOf(p), false)
-	if err != nil || r == nil {
+	if err != nil {
 		return nil, err
 	}
-	return r, nil
+	return t.state(r), nil
 }
-
-type (
-	writeFunc func(ctx context.Context, tx *sql.Tx, p payload) (Row, error)
-	undoFunc  func(ctx context.Context, tx *sql.Tx, p payload, result Row) error
-)
 
 // register adds the operation to g: a TxOperation when t is in the
 // ledger's own database, so that the write commits with the ledger's record
 // of it; an Operation otherwise, each of whose writes runs in a
-// transaction of its own on t's database.
-func register[In any](g *changeset.Guard, tool *mcp.Tool, t *Table,
-	preview func(context.Context, In) (*changeset.Proposal[payload], error), apply writeFunc, undo undoFunc) {
+// transaction of its own on t's database. P is the payload, R the result.
+func register[In, P, R any](g *changeset.Guard, tool *mcp.Tool, t *Table,
+	preview func(context.Context, In) (*changeset.Proposal[P], error),
+	apply func(ctx context.Context, tx *sql.Tx, p P) (R, error),
+	undo func(ctx context.Context, tx *sql.Tx, p P, result R) error,
+	observe func(ctx context.Context, q querier, p P) (any, error)) {
 	if t.InLedger(g) {
 		changeset.RegisterTx(g, tool, changeset.NewTxOperation(preview, apply).WithUndo(undo).WithObserve(
-			func(ctx context.Context, tx *sql.Tx, p payload) (any, error) { return t.observe(ctx, tx, p) }))
+			func(ctx context.Context, tx *sql.Tx, p P) (any, error) { return observe(ctx, tx, p) }))
 		return
 	}
-	op := changeset.NewOperation(preview, func(ctx context.Context, p payload) (out Row, err error) {
+	op := changeset.NewOperation(preview, func(ctx context.Context, p P) (out R, err error) {
 		err = t.inTx(ctx, func(tx *sql.Tx) error {
 			out, err = apply(ctx, tx, p)
 			return err
 		})
 		return out, err
 	})
-	changeset.Register(g, tool, op.WithUndo(func(ctx context.Context, p payload, result Row) error {
+	changeset.Register(g, tool, op.WithUndo(func(ctx context.Context, p P, result R) error {
 		return t.inTx(ctx, func(tx *sql.Tx) error { return undo(ctx, tx, p, result) })
-	}).WithObserve(func(ctx context.Context, p payload) (any, error) { return t.observe(ctx, t.db, p) }))
+	}).WithObserve(func(ctx context.Context, p P) (any, error) { return observe(ctx, t.db, p) }))
 }
 
 // InLedger reports whether t is in the database of g's ledger (the same

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
 )
@@ -74,7 +75,50 @@ type Config struct {
 	NewKey func(ctx context.Context) (any, error)
 	// Dialect overrides the detection from the driver.
 	Dialect Dialect
+
+	// Ignore names columns that do not count as anyone's work: an
+	// updated_at, a position, a cache. They are left out of every diff and
+	// of every state check, so that a person who only touches them neither
+	// blocks an apply or an undo nor shows up as drift in a run's undo.
+	// They are still read (Get, List, results) and a create may give them;
+	// an update cannot set them (its preview would not show the write, and
+	// its undo would not put it back), and an undo leaves them as they are,
+	// except that the undo of a delete inserts the whole row as it was.
+	// The key and the version cannot be ignored.
+	Ignore []string
+	// Stamp names a column that the adapter sets on every write it makes,
+	// to StampValue's value: a create, an update (each row of an
+	// UpdateMatching), and every undo, the re-insert of a deleted row
+	// included (the row comes back with every other column as it was: it
+	// is a write like any other, and a reader that follows the stamp, such
+	// as a sync of the rows changed since a time, must see it). A stamped
+	// column is ignored (see Ignore) and the caller cannot set it.
+	Stamp string
+	// StampValue is the value of the Stamp column on each write, called
+	// once per write (one value for every row of one UpdateMatching).
+	// Default: the current time in UTC as RFC 3339 text,
+	// time.Now().UTC().Format(time.RFC3339Nano).
+	StampValue func() any
+	// Label names a column that names a row for people, such as a
+	// product's name: summaries then read `Update product "Green tea"
+	// (TEA-003)` instead of `Update product TEA-003`. A row whose label is
+	// NULL is named by its key alone.
+	Label string
+	// MaxRows caps the rows one UpdateMatching change may update (default
+	// 500, at most 1000, the Guard's limit of resources per change). A
+	// preview that matches more is refused and asks for a narrower
+	// condition. The proposal must also fit the Guard's
+	// Options.MaxPayloadBytes (64 KiB by default: a few hundred rows of
+	// one changed column).
+	MaxRows int
 }
+
+// DefaultMaxRows is Config.MaxRows when left zero; maxRowsLimit is the
+// most it may be, the Guard's limit of resources per change.
+const (
+	DefaultMaxRows = 500
+	maxRowsLimit   = 1000
+)
 
 // Table is one table of an application's database, opened by Open. Create,
 // Update and Delete register guarded operations on it; Get and List read it.
@@ -91,6 +135,13 @@ type Table struct {
 	newKey     func(ctx context.Context) (any, error)
 	// selectList reads every column; byKey is " WHERE key = <param 1>".
 	selectList, byKey string
+	// skip holds the columns left out of a row's state: the ignored ones
+	// and the stamp. ignored holds Config.Ignore alone.
+	skip, ignored map[string]bool
+	stamp         string // "" for none
+	stampValue    func() any
+	label         string // "" for none
+	maxRows       int
 	// beforeCheck, when set, runs inside every apply and undo right
 	// before the row is read for the check, or before the write whose
 	// WHERE is the check (tests make a person's edit there).
@@ -120,7 +171,8 @@ func Open(ctx context.Context, db *sql.DB, c Config) (*Table, error) {
 			return nil, err
 		}
 	}
-	t := &Table{db: db, dialect: d, kind: c.Kind, key: c.Key, version: c.Version, newKey: c.NewKey}
+	t := &Table{db: db, dialect: d, kind: c.Kind, key: c.Key, version: c.Version, newKey: c.NewKey,
+		stamp: c.Stamp, stampValue: c.StampValue, label: c.Label, maxRows: c.MaxRows}
 	if t.key == "" {
 		t.key = "id"
 	}
@@ -144,6 +196,9 @@ func Open(ctx context.Context, db *sql.DB, c Config) (*Table, error) {
 		return nil, err
 	}
 	if err := t.pick(all, c.Columns); err != nil {
+		return nil, err
+	}
+	if err := t.roles(c); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(t.cols))
@@ -258,6 +313,48 @@ func (t *Table) pick(all []column, want []string) error {
 		if c.dbType == "BLOB" || c.dbType == "BYTEA" {
 			return fmt.Errorf("sqltable.Open: column %q of %s holds binary data (%s), which sqltable does not carry; leave it out with Config.Columns", c.name, t.name, c.dbType)
 		}
+	}
+	return nil
+}
+
+// roles checks the columns that Config.Ignore, Stamp and Label name, and
+// MaxRows.
+func (t *Table) roles(c Config) error {
+	check := func(role, name string) error {
+		if !t.has(name) {
+			return fmt.Errorf("sqltable.Open: the %s column %q is not a column of %s that the adapter reads", role, name, t.name)
+		}
+		if name == t.key || name == t.version {
+			return fmt.Errorf("sqltable.Open: the %s column %q is the key or the version, which always count", role, name)
+		}
+		return nil
+	}
+	t.skip, t.ignored = map[string]bool{}, map[string]bool{}
+	for _, name := range c.Ignore {
+		if err := check("ignored", name); err != nil {
+			return err
+		}
+		t.skip[name], t.ignored[name] = true, true
+	}
+	if t.stamp != "" {
+		if err := check("stamp", t.stamp); err != nil {
+			return err
+		}
+		t.skip[t.stamp] = true
+		if t.stampValue == nil {
+			t.stampValue = func() any { return time.Now().UTC().Format(time.RFC3339Nano) }
+		}
+	} else if t.stampValue != nil {
+		return errors.New("sqltable.Open: Config.StampValue is set without Config.Stamp")
+	}
+	if t.label != "" && !t.has(t.label) {
+		return fmt.Errorf("sqltable.Open: the label column %q is not a column of %s that the adapter reads", t.label, t.name)
+	}
+	switch {
+	case t.maxRows == 0:
+		t.maxRows = DefaultMaxRows
+	case t.maxRows < 0 || t.maxRows > maxRowsLimit:
+		return fmt.Errorf("sqltable.Open: Config.MaxRows is %d; want 1 to %d (the Guard's limit of resources per change)", t.maxRows, maxRowsLimit)
 	}
 	return nil
 }

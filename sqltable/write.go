@@ -36,8 +36,8 @@ func (t *Table) keyOf(p payload) any {
 func changed(phase string) error { return &changeset.StateChangedError{Phase: phase} }
 
 // matches reports whether the row found is the row expected: the same
-// version when the table has a version column, else the same values in
-// every column.
+// version when the table has a version column, else the same state (every
+// column but the ignored ones and the stamp; see state).
 func (t *Table) matches(found, want Row) bool {
 	if found == nil || want == nil {
 		return found == nil && want == nil
@@ -45,20 +45,20 @@ func (t *Table) matches(found, want Row) bool {
 	if t.version != "" {
 		return sameValue(found[t.version], want[t.version])
 	}
-	if len(found) != len(want) {
-		return false
-	}
-	for k, v := range want {
-		if w, ok := found[k]; !ok || !sameValue(v, w) {
-			return false
-		}
-	}
-	return true
+	return t.sameState(found, want)
 }
 
-// insert writes row (its columns in the table's order) and returns the row
-// as stored, with the columns the database filled in.
+// insert writes row (its columns in the table's order), stamped, and
+// returns the row as stored, with the columns the database filled in.
 func (t *Table) insert(ctx context.Context, tx *sql.Tx, row Row) (Row, error) {
+	if t.stamp != "" {
+		now, err := t.now()
+		if err != nil {
+			return nil, err
+		}
+		row = maps.Clone(row)
+		row[t.stamp] = now
+	}
 	var names, params []string
 	var args []any
 	for _, c := range t.cols {
@@ -76,15 +76,20 @@ func (t *Table) insert(ctx context.Context, tx *sql.Tx, row Row) (Row, error) {
 	return t.one(rows)
 }
 
-// set updates the columns of values (with the version bumped) of the row
-// whose key and version are those of expected, and returns the row as
-// stored. It returns nil when no row matched.
-func (t *Table) set(ctx context.Context, tx *sql.Tx, expected Row, values Row) (Row, error) {
+// set updates the columns of values (with the version bumped and the
+// stamp set to now) of the row whose key and version are those of
+// expected, and returns the row as stored. It returns nil when no row
+// matched. now is the stamp's value (see Table.now), one per write.
+func (t *Table) set(ctx context.Context, tx *sql.Tx, expected Row, values Row, now any) (Row, error) {
 	var sets []string
 	var args []any
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		args = append(args, values[name])
 		sets = append(sets, quote(name)+" = "+t.param(len(args)))
+	}
+	if t.stamp != "" {
+		args = append(args, now)
+		sets = append(sets, quote(t.stamp)+" = "+t.param(len(args)))
 	}
 	if t.version != "" {
 		v := quote(t.version)
@@ -121,11 +126,11 @@ func (t *Table) remove(ctx context.Context, tx *sql.Tx, expected Row) (Row, erro
 }
 
 // diffColumns are the columns of after that differ from before, other
-// than the key and the version.
+// than the key, the version, the ignored columns and the stamp.
 func (t *Table) diffColumns(before, after Row) Row {
 	out := Row{}
 	for k, v := range after {
-		if k == t.key || k == t.version {
+		if k == t.key || k == t.version || t.skip[k] {
 			continue
 		}
 		if b, ok := before[k]; !ok || !sameValue(b, v) {
@@ -147,26 +152,26 @@ func (t *Table) applyCreate(ctx context.Context, tx *sql.Tx, p payload) (Row, er
 }
 
 func (t *Table) applyUpdate(ctx context.Context, tx *sql.Tx, p payload) (Row, error) {
+	now, err := t.now()
+	if err != nil {
+		return nil, err
+	}
 	if t.version != "" {
 		// The UPDATE's own WHERE on the version is the compare-and-set:
 		// no row back means the row changed (or went).
 		if t.beforeCheck != nil {
 			t.beforeCheck()
 		}
-		row, err := t.set(ctx, tx, p.Before, t.diffColumns(p.Before, p.After))
-		if err == nil && row == nil {
+	} else {
+		cur, err := t.get(ctx, tx, t.keyOf(p), true)
+		if err != nil {
+			return nil, err
+		}
+		if !t.matches(cur, p.Before) {
 			return nil, changed("apply")
 		}
-		return row, err
 	}
-	cur, err := t.get(ctx, tx, t.keyOf(p), true)
-	if err != nil {
-		return nil, err
-	}
-	if !t.matches(cur, p.Before) {
-		return nil, changed("apply")
-	}
-	row, err := t.set(ctx, tx, p.Before, t.diffColumns(p.Before, p.After))
+	row, err := t.set(ctx, tx, p.Before, t.diffColumns(p.Before, p.After), now)
 	if err == nil && row == nil {
 		return nil, changed("apply")
 	}
@@ -234,7 +239,11 @@ func (t *Table) undoUpdate(ctx context.Context, tx *sql.Tx, p payload, updated R
 	if len(restore) == 0 && t.version == "" {
 		return nil // the row already reads as before the update
 	}
-	row, err := t.set(ctx, tx, cur, restore)
+	now, err := t.now()
+	if err != nil {
+		return err
+	}
+	row, err := t.set(ctx, tx, cur, restore, now)
 	if err == nil && row == nil {
 		return changed("undo")
 	}
@@ -242,8 +251,8 @@ func (t *Table) undoUpdate(ctx context.Context, tx *sql.Tx, p payload, updated R
 }
 
 // undoDelete inserts the deleted row again, every column as it was (its
-// key and creation time included), with the version bumped, unless a row
-// with its key exists by now.
+// key, creation time and ignored columns included), with the version
+// bumped and the stamp set, unless a row with its key exists by now.
 func (t *Table) undoDelete(ctx context.Context, tx *sql.Tx, p payload, deleted Row) error {
 	cur, err := t.get(ctx, tx, t.keyOf(p), true)
 	if err != nil {
