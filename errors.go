@@ -158,7 +158,10 @@ type LedgerError = ledger.Error
 
 // agentText returns what the agent is told about err: the message of the
 // error types above, and only the Go type name of anything else.
-func agentText(err error) string {
+func agentText(err error) string { return storableText(agentMessage(err)) }
+
+// agentMessage is agentText before it is made storable.
+func agentMessage(err error) string {
 	var (
 		ce *ChangeError
 		wd *WritesDisabledError

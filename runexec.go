@@ -403,7 +403,7 @@ func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
 		if err != nil || c.Status != ledger.Applied {
 			return err
 		}
-		c.Status, c.ErrorType, c.Error, c.UndoHash, c.UndoneBy, c.UpdatedAt = ledger.UndoFailed, "RunUndo", reason, "", by, g.now()
+		c.Status, c.ErrorType, c.Error, c.UndoHash, c.UndoneBy, c.UpdatedAt = ledger.UndoFailed, "RunUndo", storableText(reason), "", by, g.now()
 		c.Failure, c.NothingWritten = ledger.FailureError, true // the segment's savepoint rolled the undo back
 		failed = c
 		return tx.UpdateChange(c, ledger.Applied)

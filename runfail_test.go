@@ -447,24 +447,23 @@ const invalidUTF8 = "the remote said \xff\xfe\x00 and hung up"
 //     recordRunFailure (which stores the report's reason, built from
 //     agentText, not the full text).
 //   - "refusal" and "refusal_tx": the Undo returns changeset.Refuse, whose
-//     message is meant for the agent. Skipped: see bugRefusalUTF8.
+//     message is meant for the agent: agentText cleans it, so the report
+//     stores, and recordRunFailure stores it cleaned (verified against
+//     errors.go agentText's storableText and runexec.go recordRunFailure's
+//     storableText(reason)).
 func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 	cases := []struct {
 		name, op string
 		err      error
 		fullText bool // the ledger keeps the operation's own text
-		bug      string
 	}{
 		{name: "error", op: "garbled", err: errors.New(invalidUTF8), fullText: true},
 		{name: "error_tx", op: "garbled_tx", err: errors.New(invalidUTF8)},
-		{name: "refusal", op: "garbled", err: changeset.Refuse("%s", invalidUTF8), fullText: true, bug: bugRefusalUTF8},
-		{name: "refusal_tx", op: "garbled_tx", err: changeset.Refuse("%s", invalidUTF8), fullText: true, bug: bugRefusalUTF8 + " " + bugRefusalUTF8Tx},
+		{name: "refusal", op: "garbled", err: changeset.Refuse("%s", invalidUTF8), fullText: true},
+		{name: "refusal_tx", op: "garbled_tx", err: changeset.Refuse("%s", invalidUTF8), fullText: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bug != "" {
-				t.Skip(tc.bug)
-			}
 			onEachBackend(t, func(t *testing.T, kit backendKit) {
 				f := newRunFixtureOn(t, kit)
 				ctx := context.Background()
@@ -501,18 +500,6 @@ func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 		})
 	}
 }
-
-// bugRefusalUTF8 is why the refusal cases of
-// TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun are skipped.
-const bugRefusalUTF8 = "BUG: an Undo that returns changeset.Refuse(...) with invalid UTF-8 fails the whole run after its other changes were undone. " +
-	"agentText returns a *ChangeError's message unchanged; the run's execution (runexec.go external, runtx.go txUndo) puts it into " +
-	"planStep.failed, which becomes the report's reason, and executeRun's canonjson.Marshal(rep) refuses the invalid UTF-8: UndoRun " +
-	"returns \"canonjson: invalid UTF-8 in string at .failed[0].reason\" and releases the run to open although the rename was undone " +
-	"and the failing change is recorded. Nothing cleans the text between agentText and the report (storableText only cleans Change.Error, in markFailed)."
-
-// bugRefusalUTF8Tx is the second half of the bug for a TxOperation.
-const bugRefusalUTF8Tx = "For a TxOperation, recordRunFailure (runexec.go) also stores that raw reason in Change.Error without storableText: " +
-	"SQLite keeps the invalid bytes and the NUL, and PostgreSQL refuses the write, so the failure is not recorded and the change stays applied."
 
 // registerTxHalf registers "txhalf", a TxOperation on the kvt table of
 // registerTxSet (which must run first) whose Undo writes "half-undone"

@@ -19,13 +19,16 @@ import (
 
 // hotStatements are prepared by prepareHot: the row statements, and the
 // filters a preview runs in its transaction (the pending quota of the
-// scope, the session's open run, that run's newest change). A filter's
+// scope, the session's open run, that run's newest change) and the one an
+// undo's claim runs (the changes of its scope that depend on the one
+// resource it would remove). A filter's
 // statement depends only on which of its fields are set, so the one built
 // here from placeholder values is the one every preview builds.
 var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL,
 	first(countChangesQuery(ledger.ChangeFilter{ScopeHash: "-", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: time.Unix(1, 0)})),
 	first(listRunsQuery(ledger.RunFilter{ScopeHash: "-", Kind: ledger.RunSession, SessionKey: "-", Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})),
 	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1})),
+	first(listChangesQuery(ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, ScopeHash: "-", DependsOnAny: []string{"-"}})),
 }
 
 // first is the query of a (query, arguments) pair.
