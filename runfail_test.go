@@ -119,9 +119,11 @@ func mustBeStored(t *testing.T, f *fixture, runID string, want ledger.RunStatus)
 // resource's oldest before (absent), newest after (absent) and current
 // state (absent) now agree.
 //
-// Verified against runwalk.go, findNoNetChange:
+// Verified against internal/undoplan/rules.go, NoNet:
 //
-//	if slices.ContainsFunc(grp, func(c *ledger.Change) bool { return c.Status != ledger.Applied }) {
+//	if steps[i].C.Status != ledger.Applied || len(steps[i].Keys) != 1 {
+//
+// (with the status check dropped).
 //
 // With that check removed, the create is closed as no net change (status
 // undone, listed in no_net_change) and the test fails.
@@ -245,7 +247,7 @@ func registerWatchedSet(g *changeset.Guard, s *kv, w *watch) {
 //
 // Verified against runexec.go, closeNoNetGroups:
 //
-//	if err != nil || string(cur) != string(first.netState) {
+//	if err != nil || string(cur) != string(first.NetState) {
 //
 // With it reduced to "if err != nil {", the group is closed over the
 // person's edit (both undone, status undone) and the test fails.
@@ -659,9 +661,9 @@ func registerBlindSet(g *changeset.Guard, s *kv, b *blind) {
 //     never runs, and the change is undo_failed with failure
 //     state_changed, nothing written, and a history entry saying so.
 //
-// Verified, for the run, against runwalk.go, check:
+// Verified, for the run, against internal/undoplan/rules.go, Precheck:
 //
-//	if c.After == nil {
+//	case s.Op.Observes && c.After == nil:
 //
 // Without it the change is still skipped (no state equals a missing
 // snapshot), but for a reason that blames an edit outside the run, and
