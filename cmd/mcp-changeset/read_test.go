@@ -43,7 +43,7 @@ func keys(m map[string]any) []string {
 var (
 	changeFields = []string{"action", "applied_at", "applied_by", "change_id", "created_at", "error_type", "expires_at", "failure", "nothing_written",
 		"previewed_by", "resource", "run_id", "status", "summary", "transactional", "undo_expires_at", "undoable", "undone_at", "undone_by", "updated_at"}
-	detailFields = append(slices.Clone(changeFields), "after", "before", "depends_on", "diff", "error", "history", "note", "payload", "redact_fields", "redacted_at", "result", "undo_found", "warnings")
+	detailFields = append(slices.Clone(changeFields), "after", "before", "depends_on", "diff", "error", "history", "note", "payload", "redact_fields", "redacted_at", "resources", "result", "undo_found", "warnings")
 	runFields    = []string{"change_count", "changes_by_status", "created_at", "label", "run_id", "status", "undone_by", "updated_at"}
 )
 

@@ -115,6 +115,9 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change, history []ledger.His
 	if ch.Failure != "" {
 		t.row("failure", failureWords(string(ch.Failure), ch.NothingWritten))
 	}
+	if len(ch.Resources) > 0 {
+		t.row("resources", clean(strings.Join(ch.Resources, ", ")))
+	}
 	if len(ch.DependsOn) > 0 {
 		t.row("depends on", clean(strings.Join(ch.DependsOn, ", ")))
 	}

@@ -75,6 +75,9 @@ type changeDetail struct {
 	Note      string          `json:"note"`
 	// DependsOn names the resources the change relies on.
 	DependsOn []string `json:"depends_on"`
+	// Resources names every resource of a change that names several;
+	// empty for one that names one (in resource) or none.
+	Resources []string `json:"resources"`
 	// RedactFields are the payload fields the operation marked sensitive;
 	// once RedactedAt is set their stored values are keyed hashes, shown
 	// as "[redacted]".
@@ -126,6 +129,7 @@ func viewChangeDetail(c *ledger.Change, history []ledger.HistoryEntry) changeDet
 		changeView: viewChange(c),
 		Warnings:   append([]string{}, c.Warnings...),
 		DependsOn:  append([]string{}, c.DependsOn...),
+		Resources:  append([]string{}, c.Resources...),
 		Diff:       ledger.MaskRedacted(orNull(c.Diff)),
 		Payload:    ledger.MaskRedacted(orNull(c.Payload)),
 		Result:     orNull(c.Result),
