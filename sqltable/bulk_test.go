@@ -620,3 +620,23 @@ func TestUpdateMatching_MatchesBooleansIntegersAndNull(t *testing.T) {
 		}
 	})
 }
+
+// A label names a row quoted and cut to maxLabel runes; a NULL label
+// leaves the key alone.
+func TestRowName_QuotesCutsAndSkipsNull(t *testing.T) {
+	tb := &Table{key: "sku", label: "name"}
+	long := strings.Repeat("é", 100)
+	for _, c := range []struct {
+		row  Row
+		want string
+	}{
+		{Row{"sku": "A-1", "name": nil}, "A-1"},
+		{Row{"sku": "A-1", "name": "Tea\x1b[2J"}, `"Tea\x1b[2J" (A-1)`},
+		{Row{"sku": "A-1", "name": long}, `"` + strings.Repeat("é", maxLabel-1) + `…" (A-1)`},
+		{Row{"sku": "has space", "name": int64(7)}, `"7" ("has space")`},
+	} {
+		if got := tb.rowName(c.row); got != c.want {
+			t.Errorf("rowName(%v) = %s, want %s", c.row, got, c.want)
+		}
+	}
+}
