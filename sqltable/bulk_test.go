@@ -634,6 +634,8 @@ func TestRowName_QuotesCutsAndSkipsNull(t *testing.T) {
 		{Row{"sku": "A-1", "name": "Tea\x1b[2J"}, `"Tea\x1b[2J" (A-1)`},
 		{Row{"sku": "A-1", "name": long}, `"` + strings.Repeat("é", maxLabel-1) + `…" (A-1)`},
 		{Row{"sku": "has space", "name": int64(7)}, `"7" ("has space")`},
+		{Row{"sku": "A\u202e1", "name": nil}, `"A\u202e1"`},
+		{Row{"sku": "A\n1", "name": nil}, `"A\n1"`},
 	} {
 		if got := tb.rowName(c.row); got != c.want {
 			t.Errorf("rowName(%v) = %s, want %s", c.row, got, c.want)
