@@ -468,8 +468,7 @@ func TestStamp_SetOnEveryWrite(t *testing.T) {
 // The default stamp is the time in UTC as RFC 3339 text.
 func TestStamp_DefaultIsRFC3339InUTC(t *testing.T) {
 	e := newEnv(t, setups[0], "people")
-	p := newProducts(e, false, Config{Stamp: "updated_at", StampValue: nil})
-	p.tb.stampValue = nil
+	p := newProducts(e, false, Config{})
 	tb := e.open(Config{Table: p.table, Kind: "product", Key: "sku", Stamp: "updated_at"})
 	Update(e.g, &mcp.Tool{Name: "update_default"}, tb, func(_ context.Context, in updateIn) (any, Row, error) { return in.Key.v, in.Set, nil })
 	e.change("update_default", updateIn{Key: keyArg{"TEA-001"}, Set: Row{"stock": 1}})
