@@ -468,8 +468,7 @@ func TestStamp_SetOnEveryWrite(t *testing.T) {
 // The default stamp is the time in UTC as RFC 3339 text.
 func TestStamp_DefaultIsRFC3339InUTC(t *testing.T) {
 	e := newEnv(t, setups[0], "people")
-	p := newProducts(e, false, Config{Stamp: "updated_at", StampValue: nil})
-	p.tb.stampValue = nil
+	p := newProducts(e, false, Config{})
 	tb := e.open(Config{Table: p.table, Kind: "product", Key: "sku", Stamp: "updated_at"})
 	Update(e.g, &mcp.Tool{Name: "update_default"}, tb, func(_ context.Context, in updateIn) (any, Row, error) { return in.Key.v, in.Set, nil })
 	e.change("update_default", updateIn{Key: keyArg{"TEA-001"}, Set: Row{"stock": 1}})
@@ -554,6 +553,91 @@ func TestOpen_ChecksIgnoreStampLabelAndMaxRows(t *testing.T) {
 		_, err := Open(e.ctx, e.db, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%+v): %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// A change of MaxRows rows (the default 500, read in several statements
+// of keysPerQuery keys) goes through preview, apply and undo whole when the
+// Guard's payload limit allows it; one row more is refused.
+func TestUpdateMatching_MaxRowsRowsInOneChange(t *testing.T) {
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			e := newEnvWith(t, s, "people", changeset.Options{MaxPayloadBytes: 256 << 10})
+			p := newProducts(e, true, stampedCfg)
+			e.exec("UPDATE products SET category = 'other'")
+			for i := range DefaultMaxRows + 1 {
+				e.exec("INSERT INTO products (sku, name, category, price_cents, stock, updated_at, version) VALUES (?, ?, 'bulk', ?, 1, 'then', 1)",
+					fmt.Sprintf("BLK-%04d", i), fmt.Sprintf("Item %d", i), 1000+i)
+			}
+			e.refused("adjust_product", adjustIn{Category: "bulk", Percent: 10}, "more than 500 products match")
+			e.exec("DELETE FROM products WHERE sku = 'BLK-0500'")
+			before := p.rows("updated_at", "version")
+			pr := e.preview("adjust_product", adjustIn{Category: "bulk", Percent: 10})
+			if c := p.record(pr.ChangeID); len(c.Resources) != DefaultMaxRows {
+				t.Fatalf("%d resources", len(c.Resources))
+			}
+			res, tok := e.apply(pr)
+			if res["updated"] != int64(DefaultMaxRows) || p.row("BLK-0499")["price_cents"] != int64(1648) {
+				t.Fatalf("result %v, last row %v", res, p.row("BLK-0499"))
+			}
+			if _, err := e.g.Undo(e.ctx, pr.ChangeID, tok); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.rows("updated_at", "version"); got != before {
+				t.Fatal("the undo did not restore every row")
+			}
+		})
+	}
+}
+
+// A condition may hold booleans, integers and NULL, on both dialects.
+func TestUpdateMatching_MatchesBooleansIntegersAndNull(t *testing.T) {
+	forEach(t, "plain", func(e *env) {
+		t := e.t
+		UpdateMatching(e.g, &mcp.Tool{Name: "score"}, e.table, func(_ context.Context, in Row) (Row, func(Row) (Row, error), error) {
+			return in, func(Row) (Row, error) { return Row{"score": 1}, nil }, nil
+		})
+		for i, vip := range []bool{true, true, false} {
+			e.exec("INSERT INTO plain (id, name, email, vip) VALUES (?, ?, NULL, ?)", i+1, fmt.Sprint("p", i), vip)
+		}
+		e.exec("UPDATE plain SET email = 'x', score = 7 WHERE id = 2")
+		pr := e.preview("score", Row{"vip": true, "email": nil})
+		if pr.Summary != `Update 1 person where email = null and vip = true` {
+			t.Fatalf("summary %q", pr.Summary)
+		}
+		if c := e.record(pr.ChangeID); !slices.Equal(c.Resources, []string{"person:1"}) {
+			t.Fatalf("resources %q", c.Resources)
+		}
+		pr = e.preview("score", Row{"score": 7, "vip": true})
+		if c := e.record(pr.ChangeID); !slices.Equal(c.Resources, []string{"person:2"}) {
+			t.Fatalf("resources %q", c.Resources)
+		}
+		e.apply(pr)
+		if e.get(2)["score"] != int64(1) || e.get(1)["score"] != nil {
+			t.Fatalf("rows %v %v", e.get(1), e.get(2))
+		}
+	})
+}
+
+// A label names a row quoted and cut to maxLabel runes; a NULL label
+// leaves the key alone.
+func TestRowName_QuotesCutsAndSkipsNull(t *testing.T) {
+	tb := &Table{key: "sku", label: "name"}
+	long := strings.Repeat("é", 100)
+	for _, c := range []struct {
+		row  Row
+		want string
+	}{
+		{Row{"sku": "A-1", "name": nil}, "A-1"},
+		{Row{"sku": "A-1", "name": "Tea\x1b[2J"}, `"Tea\x1b[2J" (A-1)`},
+		{Row{"sku": "A-1", "name": long}, `"` + strings.Repeat("é", maxLabel-1) + `…" (A-1)`},
+		{Row{"sku": "has space", "name": int64(7)}, `"7" ("has space")`},
+		{Row{"sku": "A\u202e1", "name": nil}, `"A\u202e1"`},
+		{Row{"sku": "A\n1", "name": nil}, `"A\n1"`},
+	} {
+		if got := tb.rowName(c.row); got != c.want {
+			t.Errorf("rowName(%v) = %s, want %s", c.row, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package sqltable registers guarded create, update and delete operations
 // on the rows of one table of an application's own database, through
-// database/sql, on SQLite and PostgreSQL.
+// database/sql, on SQLite and PostgreSQL, and one operation that updates
+// every row matching a condition as one change.
 //
 //	contacts, err := sqltable.Open(ctx, db, sqltable.Config{Table: "contacts", Kind: "contact"})
 //	…
@@ -16,16 +17,57 @@
 //		func(ctx context.Context, in deleteIn) (any, error) { return in.ID, nil })
 //
 // Each change stores the whole row before and after; its Resource is
-// "<kind>:<key>" ("contact:7"), its Snapshot the row the preview read, its
-// diff changeset.Diff of the two rows, and its undo restores the row: the
-// undo of a delete inserts it again with the same key and every column as
-// it was, its creation time included. Every apply and undo first reads the
-// row inside its transaction (locked with FOR UPDATE on PostgreSQL) and
-// compares it with what the change expects: the version column when the
-// table has one (Config.Version; every write, undos included, bumps it, so
-// a version never comes back), the whole row otherwise. A row that
-// changed ends the apply as a state_changed failure with nothing written,
-// and a run's undo skips such a change and reports its drift.
+// "<kind>:<key>" ("contact:7"), its Snapshot the row's state the preview
+// read, its diff [changeset.Diff] of the two states, and its undo restores
+// the row: the undo of a delete inserts it again with the same key and
+// every column as it was, its creation time included. Every apply and undo
+// first reads the row inside its transaction (locked with FOR UPDATE on
+// PostgreSQL) and compares it with what the change expects: the version
+// column when the table has one ([Config].Version; every write, undos
+// included, bumps it, so a version never comes back), the row's state
+// otherwise. A row that changed ends the apply as a state_changed failure
+// with nothing written, and a run's undo skips such a change and reports
+// its drift.
+//
+// # What counts
+//
+// A row's state, what every operation observes and compares, is all of
+// its columns but those in [Config].Ignore and the [Config].Stamp column:
+// an updated_at, a position, a counter that people and other programs
+// touch without it being anyone's work. Those columns are in no diff, and
+// a person who touches only them blocks neither an apply nor an undo. The
+// stamp column is set by the adapter on every write it makes (to the time
+// in UTC as RFC 3339 text unless [Config].StampValue says otherwise), so
+// that the application's own "last modified" stays right; the caller
+// cannot set it. Every operation goes through one function for a row's
+// state, so that a run's undo can compare the state one change left with
+// the state another found, byte for byte.
+//
+// A label column ([Config].Label) names rows in summaries: `Update product
+// "Green tea" (TEA-003)` instead of `Update product TEA-003`.
+//
+// # Many rows in one change
+//
+// [UpdateMatching] updates every row whose columns equal a condition, a
+// price rise for one category, as one change whose Resources are the rows:
+//
+//	products, err := sqltable.Open(ctx, db, sqltable.Config{Table: "products", Kind: "product",
+//		Key: "sku", Label: "name", Stamp: "updated_at"})
+//	…
+//	sqltable.UpdateMatching(guard, &mcp.Tool{Name: "adjust_prices"}, products,
+//		func(ctx context.Context, in adjustIn) (sqltable.Row, func(sqltable.Row) (sqltable.Row, error), error) {
+//			return sqltable.Row{"category": in.Category}, func(r sqltable.Row) (sqltable.Row, error) {
+//				cents := r["price_cents"].(int64)
+//				return sqltable.Row{"price_cents": cents + cents*in.Percent/100}, nil
+//			}, nil
+//		})
+//
+// Its preview reads the matching rows (at most [Config].MaxRows), its diff
+// names each row and column ("TEA-003 price_cents"), and its apply and its
+// undo each write every row or none: one row that a person changed in
+// between refuses the whole write. Each row's state is observed as [Update]
+// observes it, so a run's undo relates the bulk change to the single-row
+// changes of the same rows.
 //
 // # Exactly once or at most once
 //

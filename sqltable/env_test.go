@@ -105,6 +105,13 @@ func forEach(t *testing.T, table string, fn func(e *env)) {
 
 func newEnv(t *testing.T, s setup, table string) *env {
 	t.Helper()
+	return newEnvWith(t, s, table, changeset.Options{})
+}
+
+// newEnvWith is newEnv with the Guard's options opts (its LedgerPath and
+// WriteMode are the setup's).
+func newEnvWith(t *testing.T, s setup, table string, opts changeset.Options) *env {
+	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, dialect: s.dialect, inLedger: s.inLedger, ctx: ctx}
 	ledgerPath := filepath.Join(t.TempDir(), "ledger.db")
@@ -125,7 +132,8 @@ func newEnv(t *testing.T, s setup, table string) *env {
 		}
 		own = func() *sql.DB { return openDB(t, "pgx", dsn) }
 	}
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: ledgerPath, WriteMode: changeset.WriteGuarded})
+	opts.LedgerPath, opts.WriteMode = ledgerPath, changeset.WriteGuarded
+	g, err := changeset.New(nil, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,13 @@ import (
 // changeset.Refuse error to refuse it). Columns it leaves out get their
 // DEFAULT; the key, when left out, comes from Config.NewKey, so that the
 // preview names the row it will create. The version column is the
-// adapter's: it starts at 1.
+// adapter's: it starts at 1; so is the stamp column ([Config].Stamp),
+// set when the row is inserted. The row may give ignored columns
+// ([Config].Ignore); they are written but, like the stamp, in no diff.
 //
 // The preview refuses a key that exists. The apply inserts the row and
 // returns it as stored, with the columns the database filled in; its undo
-// deletes the row unless it changed since.
+// deletes the row unless its state changed since.
 func Create[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, row func(ctx context.Context, in In) (Row, error)) {
 	preview := func(ctx context.Context, in In) (*changeset.Proposal[payload], error) {
 		r, err := row(ctx, in)
@@ -61,13 +63,15 @@ func Create[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, row func(ctx c
 
 // Update registers on g a guarded operation that changes one row of t.
 // edit turns the tool's input into the row's key and the columns to set
-// (leave out a column to keep its value; a nil value sets NULL). The key
-// and the version cannot be set.
+// (leave out a column to keep its value; a nil value sets NULL). The key,
+// the version, the stamp and the ignored columns cannot be set. For many
+// rows at once, see [UpdateMatching].
 //
 // The preview refuses a missing row and an update that changes nothing.
-// The apply sets the columns that differ, bumps the version, and returns
-// the row as stored; its undo puts those columns back (bumping the version
-// again) unless the row changed since.
+// The apply sets the columns that differ, bumps the version, sets the
+// stamp, and returns the row as stored; its undo puts those columns back
+// (bumping the version and setting the stamp again) unless the row's
+// state changed since.
 func Update[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, edit func(ctx context.Context, in In) (key any, set Row, err error)) {
 	preview := func(ctx context.Context, in In) (*changeset.Proposal[payload], error) {
 		k, set, err := edit(ctx, in)
@@ -104,8 +108,9 @@ func Update[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, edit func(ctx 
 //
 // The preview refuses a missing row. The apply deletes the row unless it
 // changed since the preview, and returns it as it was; its undo inserts it
-// again, every column as it was (the same key, the same creation time),
-// with the version bumped.
+// again, every column as it was (the same key, the same creation time,
+// the ignored columns as they were), with the version bumped and the
+// stamp set.
 func Delete[In any](g *changeset.Guard, tool *mcp.Tool, t *Table, key func(ctx context.Context, in In) (any, error)) {
 	preview := func(ctx context.Context, in In) (*changeset.Proposal[payload], error) {
 		k, err := key(ctx, in)

@@ -56,12 +56,15 @@ type Config struct {
 	// INTEGER PRIMARY KEY or a plain column, not GENERATED ALWAYS).
 	// Default "id".
 	Key string
-	// Version, when set, is a integer column that every write bumps: the
+	// Version, when set, is an integer column that every write bumps: the
 	// adapter sets it to 1 on create and to one more on every update and
 	// undo, and compares it before each write. Leave it empty to compare
-	// the whole row instead. Writers outside the adapter must bump it too,
-	// or their edits go unnoticed by the apply's own check (the Guard's
-	// check of the whole row still sees them).
+	// the row's state (every column but the ignored ones and the stamp)
+	// instead. Writers outside the adapter must bump it too, or their
+	// edits go unnoticed by the apply's own check (the Guard's check of
+	// the row's state still sees them). The version is part of the
+	// state: a run's undo of two changes to one row finds the version the
+	// newer undo bumped, and keeps the older change.
 	Version string
 	// Columns, when set, are the columns the adapter reads and writes
 	// (they must include Key and Version). Default: every column of the
@@ -108,8 +111,8 @@ type Config struct {
 	// 500, at most 1000, the Guard's limit of resources per change). A
 	// preview that matches more is refused and asks for a narrower
 	// condition. The proposal must also fit the Guard's
-	// Options.MaxPayloadBytes (64 KiB by default: a few hundred rows of
-	// one changed column).
+	// Options.MaxPayloadBytes (64 KiB by default: about 400 rows of
+	// one changed column; raise it for more).
 	MaxRows int
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 )
@@ -160,11 +161,14 @@ func sameValue(a, b any) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// keyText renders a canonical key for resources and messages.
+// keyText renders a canonical key for resources and messages: bare when it
+// is plain text, quoted with Go's escaping when it is empty or holds a
+// space, a quote, or a character that does not print (a control or bidi
+// character), so that a key can never pass for the text around it.
 func keyText(k any) string {
 	switch x := k.(type) {
 	case string:
-		if x == "" || strings.ContainsAny(x, " \t\r\n\"") {
+		if x == "" || strings.ContainsAny(x, " \"") || strings.IndexFunc(x, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 			return strconv.Quote(x)
 		}
 		return x
