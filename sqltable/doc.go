@@ -22,17 +22,19 @@
 // the row: the undo of a delete inserts it again with the same key and
 // every column as it was, its creation time included. Every apply and undo
 // first reads the row inside its transaction (locked with FOR UPDATE on
-// PostgreSQL) and compares it with what the change expects: the version
-// column when the table has one ([Config].Version; every write, undos
-// included, bumps it, so a version never comes back), the row's state
-// otherwise. A row that changed ends the apply as a state_changed failure
-// with nothing written, and a run's undo skips such a change and reports
-// its drift.
+// PostgreSQL) and compares it with what the change expects: an apply, the
+// version column when the table has one ([Config].Version; every write,
+// undos included, bumps it, so a version never comes back), the row's
+// state otherwise; an undo, the row's state, and then writes only if the
+// version is still the one it read. A row that changed ends the apply as
+// a state_changed failure with nothing written, and a run's undo skips
+// such a change and reports its drift.
 //
 // # What counts
 //
 // A row's state, what every operation observes and compares, is all of
-// its columns but those in [Config].Ignore and the [Config].Stamp column:
+// its columns but those in [Config].Ignore, the [Config].Stamp column and
+// the version column (the adapter's own token, bumped by undos too):
 // an updated_at, a position, a counter that people and other programs
 // touch without it being anyone's work. Those columns are in no diff, and
 // a person who touches only them blocks neither an apply nor an undo. The

@@ -62,9 +62,10 @@ type Config struct {
 	// the row's state (every column but the ignored ones and the stamp)
 	// instead. Writers outside the adapter must bump it too, or their
 	// edits go unnoticed by the apply's own check (the Guard's check of
-	// the row's state still sees them). The version is part of the
-	// state: a run's undo of two changes to one row finds the version the
-	// newer undo bumped, and keeps the older change.
+	// the row's state still sees them). The version is not part of the
+	// row's state (what Observe returns and diffs show): it is the
+	// adapter's token, bumped by undos too, so a run's undo of two
+	// changes to one row can undo both.
 	Version string
 	// Columns, when set, are the columns the adapter reads and writes
 	// (they must include Key and Version). Default: every column of the
@@ -333,6 +334,12 @@ func (t *Table) roles(c Config) error {
 		return nil
 	}
 	t.skip, t.ignored = map[string]bool{}, map[string]bool{}
+	if t.version != "" {
+		// The version is the adapter's compare-and-set token, not anyone's
+		// work: every undo bumps it, so a state holding it would never
+		// read as the older change of a run left it.
+		t.skip[t.version] = true
+	}
 	for _, name := range c.Ignore {
 		if err := check("ignored", name); err != nil {
 			return err

@@ -205,7 +205,7 @@ func (t *Table) undoCreate(ctx context.Context, tx *sql.Tx, p payload, created R
 	if err != nil {
 		return err
 	}
-	if !t.matches(cur, created) {
+	if !t.sameState(cur, created) { // see undoUpdate
 		return changed("undo")
 	}
 	row, err := t.remove(ctx, tx, cur)
@@ -218,19 +218,19 @@ func (t *Table) undoCreate(ctx context.Context, tx *sql.Tx, p payload, created R
 // undoUpdate puts back the columns the update changed, unless the row
 // changed since, and bumps the version once more: a version never repeats,
 // so a change previewed before the update cannot match the row again.
+//
+// An undo compares the row's state (not its version) with what the update
+// left, and then writes with the version it just read as the
+// compare-and-set: a run's undo of two changes to one row finds the
+// version the newer undo bumped, and the row otherwise as the older change
+// left it.
 func (t *Table) undoUpdate(ctx context.Context, tx *sql.Tx, p payload, updated Row) error {
-	cur := updated // with a version column, the UPDATE's WHERE checks it
-	if t.version != "" && t.beforeCheck != nil {
-		t.beforeCheck()
+	cur, err := t.get(ctx, tx, t.keyOf(p), true)
+	if err != nil {
+		return err
 	}
-	if t.version == "" {
-		var err error
-		if cur, err = t.get(ctx, tx, t.keyOf(p), true); err != nil {
-			return err
-		}
-		if !t.matches(cur, updated) {
-			return changed("undo")
-		}
+	if !t.sameState(cur, updated) {
+		return changed("undo")
 	}
 	restore := Row{}
 	for k := range t.diffColumns(p.Before, updated) {
