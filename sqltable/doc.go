@@ -33,10 +33,10 @@
 // # What counts
 //
 // A row's state, what every operation observes and compares, is all of
-// its columns but those in [Config].Ignore, the [Config].Stamp column and
-// the version column (the adapter's own token, bumped by undos too):
-// an updated_at, a position, a counter that people and other programs
-// touch without it being anyone's work. Those columns are in no diff, and
+// its columns but the version (the adapter's own token, bumped by undos
+// too), those in [Config].Ignore and the [Config].Stamp column: an
+// updated_at, a position, a counter that people and other programs touch
+// without it being anyone's work. Those columns are in no diff, and
 // a person who touches only them blocks neither an apply nor an undo. The
 // stamp column is set by the adapter on every write it makes (to the time
 // in UTC as RFC 3339 text unless [Config].StampValue says otherwise), so
