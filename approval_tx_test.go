@@ -17,18 +17,7 @@ func registerTxSet(t *testing.T, g *changeset.Guard) {
 	if _, err := g.Ledger().DB().Exec(`CREATE TABLE kvt (k TEXT PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	read := func(ctx context.Context, tx *sql.Tx, k string) (string, error) {
-		var v string
-		err := tx.QueryRowContext(ctx, `SELECT v FROM kvt WHERE k = $1`, k).Scan(&v)
-		if err == sql.ErrNoRows {
-			return "", nil
-		}
-		return v, err
-	}
-	write := func(ctx context.Context, tx *sql.Tx, k, v string) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO kvt (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, k, v)
-		return err
-	}
+	read, write := kvtRead, kvtWrite
 	changeset.RegisterTx(g, &mcp.Tool{Name: "txset"}, changeset.TxOperation[setIn, setIn, setOut]{
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key,
@@ -91,4 +80,20 @@ func exerciseApprovalTx(t *testing.T, kit backendKit) {
 			t.Fatalf("asked %d times, status %s", n, f.status(id))
 		}
 	})
+}
+
+// kvtRead reads key k of the kvt table in tx ("" when it has none).
+func kvtRead(ctx context.Context, tx *sql.Tx, k string) (string, error) {
+	var v string
+	err := tx.QueryRowContext(ctx, `SELECT v FROM kvt WHERE k = $1`, k).Scan(&v)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	return v, err
+}
+
+// kvtWrite sets key k of the kvt table to v in tx.
+func kvtWrite(ctx context.Context, tx *sql.Tx, k, v string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO kvt (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, k, v)
+	return err
 }

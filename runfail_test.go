@@ -507,18 +507,7 @@ func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 // registerTxSet (which must run first) whose Undo writes "half-undone"
 // and then fails.
 func registerTxHalf(g *changeset.Guard) {
-	read := func(ctx context.Context, tx *sql.Tx, k string) (string, error) {
-		var v string
-		err := tx.QueryRowContext(ctx, `SELECT v FROM kvt WHERE k = $1`, k).Scan(&v)
-		if err == sql.ErrNoRows {
-			return "", nil
-		}
-		return v, err
-	}
-	write := func(ctx context.Context, tx *sql.Tx, k, v string) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO kvt (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v`, k, v)
-		return err
-	}
+	read, write := kvtRead, kvtWrite
 	changeset.RegisterTx(g, &mcp.Tool{Name: "txhalf"}, changeset.TxOperation[setIn, setIn, setOut]{
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "kvt:" + in.Key,

@@ -2,7 +2,6 @@ package sqltable
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,36 +114,10 @@ func forEachProducts(t *testing.T, cfg Config, fn func(p *products)) {
 }
 
 // rows is the products table as text, by id, without the columns named
-// in leave (the raw helper's form).
+// in leave.
 func (p *products) rows(leave ...string) string {
 	p.t.Helper()
-	rows, err := p.db.QueryContext(p.ctx, "SELECT * FROM "+p.table+" ORDER BY id")
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var b strings.Builder
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			p.t.Fatal(err)
-		}
-		for i, v := range vals {
-			if !slices.Contains(leave, cols[i]) {
-				fmt.Fprintf(&b, "%s=%q ", cols[i], v.String)
-			}
-		}
-		b.WriteString("\n")
-	}
-	if err := rows.Err(); err != nil {
-		p.t.Fatal(err)
-	}
-	return b.String()
+	return p.raw(p.table, leave...)
 }
 
 func (p *products) row(sku string) Row {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,8 +292,9 @@ func (e *env) exec(q string, args ...any) {
 }
 
 // raw is every row of table as text, read with SQL of its own (every value
-// cast to text, NULL shown as <null>), by id.
-func (e *env) raw(table string) string {
+// cast to text, NULL shown as <null>), by id, without the columns named in
+// leave.
+func (e *env) raw(table string, leave ...string) string {
 	e.t.Helper()
 	rows, err := e.db.QueryContext(e.ctx, "SELECT * FROM "+table+" ORDER BY id")
 	if err != nil {
@@ -311,6 +313,9 @@ func (e *env) raw(table string) string {
 			e.t.Fatal(err)
 		}
 		for i, v := range vals {
+			if slices.Contains(leave, cols[i]) {
+				continue
+			}
 			s := "<null>"
 			if v.Valid {
 				s = strconv.Quote(v.String)
