@@ -127,6 +127,9 @@ func driftRows(in []changeset.Drift) []driftRow {
 			if field == "" {
 				field = "(the whole state)"
 			}
+			if d.Resource != "" { // a change of several resources: say which moved
+				field = d.Resource + " · " + field
+			}
 			out = append(out, driftRow{Field: visible(field), Expected: sideOf(l.Before), Found: sideOf(l.After)})
 		}
 	}

@@ -204,7 +204,7 @@ func counts(m map[string]int) []count {
 func (v viewer) change(c *ledger.Change) changeView {
 	cv := changeView{
 		ID: c.ID, Action: visible(c.Action), Status: string(c.Status), Summary: visible(c.Summary),
-		Resource: visible(c.Resource), RunID: c.RunID, Diff: diffRows(ledger.MaskRedacted(c.Diff)),
+		Resource: visible(resourceText(c.Resource, c.Resources)), RunID: c.RunID, Diff: diffRows(ledger.MaskRedacted(c.Diff)),
 		Payload: pretty(ledger.MaskRedacted(c.Payload)), Result: pretty(c.Result), Before: pretty(c.Before), After: pretty(c.After),
 		HasBefore: len(c.Before) > 0, HasAfter: len(c.After) > 0,
 		ErrorType: visible(c.ErrorType), Error: visible(c.Error), Note: visible(c.Note),
@@ -241,7 +241,7 @@ func report(rep *changeset.RunReport, summaries map[string]string) *reportView {
 	steps := func(in []changeset.RunStep) []stepView {
 		out := []stepView{}
 		for _, s := range in[:min(len(in), maxReportItems)] {
-			out = append(out, stepView{s.ChangeID, visible(s.Action), visible(s.Summary), visible(s.Resource)})
+			out = append(out, stepView{s.ChangeID, visible(s.Action), visible(s.Summary), visible(resourceText(s.Resource, s.Resources))})
 		}
 		return out
 	}
@@ -388,4 +388,22 @@ func hidden(r rune) bool {
 		return false
 	}
 	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)
+}
+
+// maxResourcesShown is how many resources of a change that names several
+// a line shows before it counts the rest.
+const maxResourcesShown = 3
+
+// resourceText names what a change touches in one line: its resource, or
+// the first of its resources and how many more.
+func resourceText(one string, several []string) string {
+	if len(several) == 0 {
+		return one
+	}
+	shown := several[:min(len(several), maxResourcesShown)]
+	text := strings.Join(shown, ", ")
+	if n := len(several) - len(shown); n > 0 {
+		text += fmt.Sprintf(" and %d more", n)
+	}
+	return text
 }
