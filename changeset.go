@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite" // the default backend for file paths
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,6 +27,8 @@ type Guard struct {
 	opts       Options
 	log        *slog.Logger
 	sealer     *sealer // seals the request state of UserApproval; nil otherwise
+	// voice writes every sentence the agent reads, for these options.
+	voice *voice.Voice
 
 	conns  connections // IDs of sessions that have none (session runs)
 	recent recentRuns  // when this process last previewed in a session run
@@ -49,6 +52,11 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		return nil, err
 	}
 	g := &Guard{server: server, opts: opts, log: opts.Logger, ops: map[string]*op{}, tools: map[string]bool{}}
+	mode := voice.Token
+	if opts.Approval == UserApproval {
+		mode = voice.User
+	}
+	g.voice = voice.New(opts.Prefix, opts.WriteModeEnv, mode)
 	if opts.Ledger != nil {
 		g.ledger = opts.Ledger
 	} else {
