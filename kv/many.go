@@ -211,7 +211,7 @@ func (k Kind[V]) commitMany(ctx context.Context, p changes, apply bool) (applied
 func summarize(verb string, cs []change) string {
 	names := make([]string, 0, maxSummaryKeys)
 	for _, c := range cs[:min(len(cs), maxSummaryKeys)] {
-		names = append(names, c.Key)
+		names = append(names, keyText(c.Key))
 	}
 	s := verb + " " + strings.Join(names, ", ")
 	if more := len(cs) - len(names); more > 0 {

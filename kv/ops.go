@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 
 	changeset "github.com/mcp-changeset/changeset-go"
@@ -150,6 +151,19 @@ func (k Kind[V]) mustBeValid(tool *mcp.Tool) {
 // resource is the name of key in proposals, e.g. "flag:beta".
 func (k Kind[V]) resource(key string) string { return k.Name + ":" + key }
 
+// plainKey is a key a summary can show as it is.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+
+// keyText is key as a summary shows it: as it is when it is a plain name
+// ("beta"), quoted and escaped otherwise (see changeset.Quote), so that a
+// key someone chose can never read as the server's own words.
+func keyText(key string) string {
+	if plainKey.MatchString(key) {
+		return key
+	}
+	return changeset.Quote(key)
+}
+
 // propose is the proposal of a change of key from before to after: its
 // diff and snapshot leave out the ignored members.
 func (k Kind[V]) propose(verb, key string, before, after json.RawMessage) (*changeset.Proposal[change], error) {
@@ -168,7 +182,7 @@ func (k Kind[V]) propose(verb, key string, before, after json.RawMessage) (*chan
 	return &changeset.Proposal[change]{
 		Payload:  change{Key: key, Before: before, After: after},
 		Diff:     diff,
-		Summary:  verb + " " + k.Name + " " + key,
+		Summary:  verb + " " + k.Name + " " + keyText(key),
 		Resource: k.resource(key),
 		Snapshot: &changeset.Snapshot{Value: b},
 	}, nil

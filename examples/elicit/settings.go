@@ -76,7 +76,7 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 			return &changeset.Proposal[setting]{
 				Payload: in,
 				Diff:    changeset.DiffFields(map[string]any{in.Key: current}, map[string]any{in.Key: in.Value}),
-				Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),
+				Summary: fmt.Sprintf("Set %s to %s", in.Key, changeset.Quote(in.Value)),
 			}, nil
 		},
 		func(ctx context.Context, p setting) (applied, error) {

@@ -290,9 +290,18 @@ func propose(ctx context.Context, allow *allowlist, gh *github, in labelsInput, 
 	return changeset.Proposal[labelsPayload]{
 		Payload: labelsPayload{Repo: r.String(), Issue: in.Issue, Labels: labels, Before: before, After: after},
 		Diff:    changeset.DiffFields(map[string]any{"labels": before}, map[string]any{"labels": after}),
-		Summary: fmt.Sprintf("%s %s on %s#%d", verb, strings.Join(labels, ", "), r, in.Issue),
+		Summary: fmt.Sprintf("%s %s on %s#%d", verb, quoteAll(labels), r, in.Issue),
 		// The resource is the issue's label set, which every change here
 		// replaces as a whole.
 		Resource: fmt.Sprintf("issue:%s#%d", r, in.Issue),
 	}, nil
+}
+
+// quoteAll quotes each label for a summary (see changeset.Quote).
+func quoteAll(labels []string) string {
+	quoted := make([]string, len(labels))
+	for i, l := range labels {
+		quoted[i] = changeset.Quote(l)
+	}
+	return strings.Join(quoted, ", ")
 }

@@ -75,7 +75,7 @@ func TestLabels_AddRemoveAndUndo(t *testing.T) {
 	// "Enhancement" is spelled as the repository spells it; area-140 is on
 	// the second page of labels.
 	add := c.Preview("add_labels", args("Octo/Hello", 1, "Enhancement", "area-140"))
-	if add.Summary != "Add enhancement, area-140 on octo/hello#1" || len(add.Diff) != 1 || add.Diff[0].Field != "labels" ||
+	if add.Summary != `Add "enhancement", "area-140" on octo/hello#1` || len(add.Diff) != 1 || add.Diff[0].Field != "labels" ||
 		fmt.Sprint(add.Diff[0].Before) != "[bug]" || fmt.Sprint(add.Diff[0].After) != "[area-140 bug enhancement]" {
 		t.Fatalf("preview = %+v", add)
 	}

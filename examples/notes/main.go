@@ -142,14 +142,14 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store, log *slog.Lo
 				}
 				p := writePayload{Name: in.Name, Content: in.Content}
 				before := map[string]any{}
-				summary := fmt.Sprintf("Create note %s (%d bytes)", in.Name, len(in.Content))
+				summary := fmt.Sprintf("Create note %s (%s)", changeset.Quote(in.Name), byteCount(len(in.Content)))
 				if existed {
 					if string(old) == in.Content {
 						return changeset.Proposal[writePayload]{}, changeset.Refuse("the note %q already has this content; nothing to change", in.Name)
 					}
 					p.ExpectedSHA256 = digest(old)
 					before["content"] = string(old)
-					summary = fmt.Sprintf("Replace note %s (%d bytes → %d bytes)", in.Name, len(old), len(in.Content))
+					summary = fmt.Sprintf("Replace note %s (%s → %s)", changeset.Quote(in.Name), byteCount(len(old)), byteCount(len(in.Content)))
 				}
 				return changeset.Proposal[writePayload]{
 					Payload:  p,
@@ -192,7 +192,7 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store, log *slog.Lo
 				return changeset.Proposal[deletePayload]{
 					Payload:  deletePayload{Name: in.Name, ExpectedSHA256: digest(old)},
 					Diff:     changeset.DiffFields(map[string]any{"content": string(old)}, nil),
-					Summary:  fmt.Sprintf("Delete note %s (%d bytes)", in.Name, len(old)),
+					Summary:  fmt.Sprintf("Delete note %s (%s)", changeset.Quote(in.Name), byteCount(len(old))),
 					Resource: "note:" + in.Name,
 				}, nil
 			},
@@ -268,4 +268,12 @@ func addReadTools(server *mcp.Server, s *store, log *slog.Logger) {
 		}
 		return nil, readOutput{Name: in.Name, Content: string(data), SHA256: digest(data)}, nil
 	})
+}
+
+// byteCount says how many bytes a note holds, for a summary.
+func byteCount(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -196,7 +196,7 @@ func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
 				return changeset.Proposal[createPayload]{
 					Payload:  createPayload{ID: id, Title: in.Title},
 					Diff:     changeset.DiffFields(nil, map[string]any{"title": in.Title, "status": "open"}),
-					Summary:  fmt.Sprintf("Create ticket #%d %q", id, in.Title),
+					Summary:  fmt.Sprintf("Create ticket #%d %s", id, changeset.Quote(in.Title)),
 					Resource: resource(id),
 				}, nil
 			},
@@ -265,7 +265,7 @@ func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
 				return changeset.Proposal[deletePayload]{
 					Payload:  deletePayload{ID: in.ID, Version: tk.Version},
 					Diff:     changeset.DiffFields(map[string]any{"title": tk.Title, "status": tk.Status}, nil),
-					Summary:  fmt.Sprintf("Delete ticket #%d %q", in.ID, tk.Title),
+					Summary:  fmt.Sprintf("Delete ticket #%d %s", in.ID, changeset.Quote(tk.Title)),
 					Resource: resource(in.ID),
 				}, nil
 			},

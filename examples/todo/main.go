@@ -123,7 +123,7 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 				return changeset.Proposal[createPayload]{
 					Payload:  createPayload{ID: id, Title: in.Title},
 					Diff:     changeset.DiffFields(nil, map[string]any{"id": id, "title": in.Title, "done": false}),
-					Summary:  fmt.Sprintf("Create todo %d: %s", id, in.Title),
+					Summary:  fmt.Sprintf("Create todo %d: %s", id, changeset.Quote(in.Title)),
 					Resource: resource(id),
 				}, nil
 			},
@@ -160,7 +160,7 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 					Payload: changePayload{ID: in.ID, Before: cur.fields(), After: &after},
 					Diff: changeset.DiffFields(map[string]any{"title": cur.Title, "done": cur.Done},
 						map[string]any{"title": after.Title, "done": after.Done}),
-					Summary:  fmt.Sprintf("Update todo %d: %s", in.ID, after.Title),
+					Summary:  fmt.Sprintf("Update todo %d: %s", in.ID, changeset.Quote(after.Title)),
 					Resource: resource(in.ID),
 				}, nil
 			},
@@ -183,7 +183,7 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 				return changeset.Proposal[changePayload]{
 					Payload:  changePayload{ID: in.ID, Before: cur.fields()},
 					Diff:     changeset.DiffFields(map[string]any{"id": cur.ID, "title": cur.Title, "done": cur.Done}, nil),
-					Summary:  fmt.Sprintf("Delete todo %d: %s", in.ID, cur.Title),
+					Summary:  fmt.Sprintf("Delete todo %d: %s", in.ID, changeset.Quote(cur.Title)),
 					Resource: resource(in.ID),
 				}, nil
 			},

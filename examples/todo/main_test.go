@@ -47,7 +47,7 @@ func TestTodo_CreateUpdateDeleteAndUndoEach(t *testing.T) {
 	// Ids are reserved at preview: applying in the other order keeps them.
 	milk := c.Preview("create_todo", map[string]any{"title": "buy milk"})
 	eggs := c.Preview("create_todo", map[string]any{"title": "buy eggs"})
-	if milk.Summary != "Create todo 1: buy milk" || eggs.Summary != "Create todo 2: buy eggs" {
+	if milk.Summary != `Create todo 1: "buy milk"` || eggs.Summary != `Create todo 2: "buy eggs"` {
 		t.Fatalf("summaries %q, %q", milk.Summary, eggs.Summary)
 	}
 	var id created
