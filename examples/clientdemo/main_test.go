@@ -58,7 +58,7 @@ func TestDemo(t *testing.T) {
 		{"the run's dry run skips the edited note", `(?m)^✓ undo_run run_[0-9a-f]{4}… dry run → would undo actions\.txt, agenda\.txt; skip minutes\.txt \(its sha256 changed after the apply, outside the run\); nothing changed yet; token confirm_\S{3}…$`},
 		{"the run's undo", `(?m)^✓ undo_run run_[0-9a-f]{4}… with confirm_\S{3}… → partially_undone: actions\.txt, agenda\.txt removed; minutes\.txt skipped, it keeps the person's edit$`},
 		{"the CLI's listing", `(?m)^▸ mcp-changeset list --ledger \S+ledger\.db\n {4}ID +STATUS +ACTION +RUN +BY +UPDATED +SUMMARY\n(?: {4}chg_.*\n){5}`},
-		{"the refused apply in the listing", `(?m)^ {4}chg_[0-9a-f]{20} +apply_failed +write_note .*Create note groceries\.txt`},
+		{"the refused apply in the listing", `(?m)^ {4}chg_[0-9a-f]{20} +apply_failed +write_note .*Create note "groceries\.txt"`},
 		{"the dashboard URL", `(?m)^▸ dashboard: http://127\.0\.0\.1:\d+/login\?token=\S+ — serving it for 10ms`},
 		{"the verdict", `(?m)^✓ every step behaved as promised$`},
 	}
