@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
-	"reflect"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -99,35 +97,6 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 		res, err := g.preview(ctx, req, o, args)
 		return nil, res, g.toolError(err)
 	})
-}
-
-// inputSchema infers the input schema of In with schemaOptions.
-func inputSchema[In any]() (*jsonschema.Schema, error) { return jsonschema.For[In](schemaOptions) }
-
-// schemaOptions infers schemas that every MCP client accepts: a raw JSON
-// value may be any JSON type (not the bare schema true, which clients on the
-// TypeScript SDK reject, nor the byte array jsonschema infers).
-var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): anyJSON(),
-	reflect.TypeFor[any]():             anyJSON(),
-	// math/big encodes its numbers as JSON numbers of any size (the
-	// ledger keeps them exactly), not as the strings jsonschema infers.
-	reflect.TypeFor[big.Int]():   {Type: "integer"},
-	reflect.TypeFor[big.Float](): {Type: "number"},
-	reflect.TypeFor[big.Rat]():   {Type: "string"},
-}}
-
-func anyJSON() *jsonschema.Schema {
-	return &jsonschema.Schema{Types: []string{"object", "array", "string", "number", "boolean", "null"}}
-}
-
-// outputSchema infers the output schema of T with schemaOptions.
-func outputSchema[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](schemaOptions)
-	if err != nil {
-		panic(fmt.Sprintf("changeset: output schema of %T: %v", *new(T), err))
-	}
-	return s
 }
 
 func ptr[T any](v T) *T { return &v }
