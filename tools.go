@@ -119,35 +119,35 @@ func (g *Guard) toolError(err error) error {
 // The shared tools' inputs.
 type (
 	applyInput struct {
-		ChangeID          string `json:"change_id" jsonschema:"the change_id from the preview"`
-		ConfirmationToken string `json:"confirmation_token" jsonschema:"the confirmation_token from the preview"`
+		ChangeID          string `json:"change_id" jsonschema:"from the preview"`
+		ConfirmationToken string `json:"confirmation_token" jsonschema:"from the preview"`
 	}
 	undoInput struct {
-		ChangeID  string `json:"change_id" jsonschema:"the change_id of the applied change"`
-		UndoToken string `json:"undo_token" jsonschema:"the undo_token from apply_change"`
+		ChangeID  string `json:"change_id" jsonschema:"the applied change"`
+		UndoToken string `json:"undo_token" jsonschema:"from the apply"`
 	}
 	statusInput struct {
 		ChangeID string `json:"change_id"`
 	}
 	startRunInput struct {
-		Label string `json:"label" jsonschema:"what the task is, in a few words (e.g. Checkout tracking)"`
+		Label string `json:"label" jsonschema:"the task, in a few words"`
 	}
 	getRunInput struct {
 		RunID  string `json:"run_id"`
-		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many changes (default 100, at most 500)"`
-		Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page, to read the next one"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"changes per page: default 100, at most 500"`
+		Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 	}
 	listRunsInput struct {
-		Status string `json:"status,omitempty" jsonschema:"only runs in this status: open, undoing, undone or partially_undone"`
-		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many runs (default 20, at most 100)"`
+		Status string `json:"status,omitempty" jsonschema:"open, undoing, undone or partially_undone"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"default 20, at most 100"`
 	}
 	listRunsOutput struct {
-		Runs []RunInfo `json:"runs"`
+		Runs []RunInfo `json:"runs" jsonschema:"runs, newest first"`
 	}
 	undoRunInput struct {
 		RunID             string `json:"run_id"`
-		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"report what the undo would do and change nothing (default true)"`
-		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"the confirmation_token of the dry run; required when dry_run is false"`
+		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"default true: only report, change nothing"`
+		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"from the dry run; needed when dry_run is false"`
 	}
 )
 
