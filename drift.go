@@ -17,10 +17,10 @@ import (
 type Drift struct {
 	// Resource names the resource that moved, for a change that names
 	// several (Proposal.Resources); empty otherwise.
-	Resource string          `json:"resource,omitempty"`
-	Field    string          `json:"field"`
-	Expected json.RawMessage `json:"expected"`
-	Found    json.RawMessage `json:"found"`
+	Resource string          `json:"resource,omitempty" jsonschema:"the resource, when several"`
+	Field    string          `json:"field" jsonschema:"the field; empty for the whole state"`
+	Expected json.RawMessage `json:"expected" jsonschema:"what the change left"`
+	Found    json.RawMessage `json:"found" jsonschema:"what is there now"`
 }
 
 // Bounds of the drift a report carries, so that a report of a long run

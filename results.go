@@ -9,78 +9,78 @@ import (
 
 // PreviewResult is what a preview returns to the agent.
 type PreviewResult struct {
-	Status   string     `json:"status" jsonschema:"always \"preview\""`
-	ChangeID string     `json:"change_id"`
-	Action   string     `json:"action"`
-	Summary  string     `json:"summary"`
-	Diff     []DiffView `json:"diff"`
+	Status   string     `json:"status" jsonschema:"preview"`
+	ChangeID string     `json:"change_id" jsonschema:"the change"`
+	Action   string     `json:"action" jsonschema:"the operation"`
+	Summary  string     `json:"summary" jsonschema:"what it does"`
+	Diff     []DiffView `json:"diff" jsonschema:"what would change"`
 	// ConfirmationToken unlocks apply_change once. It is left out when the
 	// user approves changes through the client instead.
-	ConfirmationToken string   `json:"confirmation_token,omitempty"`
-	ExpiresAt         string   `json:"expires_at" jsonschema:"when the confirmation token expires (RFC 3339)"`
-	WritesEnabled     bool     `json:"writes_enabled"`
-	NextStep          string   `json:"next_step"`
-	RunID             string   `json:"run_id,omitempty"`
-	Warnings          []string `json:"warnings,omitempty"`
+	ConfirmationToken string   `json:"confirmation_token,omitempty" jsonschema:"applies it once; absent under user approval"`
+	ExpiresAt         string   `json:"expires_at" jsonschema:"when the preview expires"`
+	WritesEnabled     bool     `json:"writes_enabled" jsonschema:"false: writes are off"`
+	NextStep          string   `json:"next_step" jsonschema:"what to do next"`
+	RunID             string   `json:"run_id,omitempty" jsonschema:"its run"`
+	Warnings          []string `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
 }
 
 // DiffView is a diff entry as stored: Before and After are canonical JSON
 // (null for an added or removed field), Kind is "added", "removed" or
 // "changed".
 type DiffView struct {
-	Field  string          `json:"field"`
-	Kind   string          `json:"kind" jsonschema:"added (the field did not exist before), removed (it does not exist after) or changed"`
-	Before json.RawMessage `json:"before"`
-	After  json.RawMessage `json:"after"`
+	Field  string          `json:"field" jsonschema:"the field"`
+	Kind   string          `json:"kind" jsonschema:"added, removed or changed"`
+	Before json.RawMessage `json:"before" jsonschema:"the value before; null if added"`
+	After  json.RawMessage `json:"after" jsonschema:"the value after; null if removed"`
 }
 
 // ApplyResult is what a successful apply returns.
 type ApplyResult struct {
-	Status   string          `json:"status" jsonschema:"always \"applied\""`
-	ChangeID string          `json:"change_id"`
-	Result   json.RawMessage `json:"result"`
+	Status   string          `json:"status" jsonschema:"applied"`
+	ChangeID string          `json:"change_id" jsonschema:"the change"`
+	Result   json.RawMessage `json:"result" jsonschema:"what the operation returned"`
 	// UndoToken unlocks undo_change once; absent when the operation has no
 	// inverse.
-	UndoToken     string `json:"undo_token,omitempty"`
-	UndoExpiresAt string `json:"undo_expires_at,omitempty" jsonschema:"when the undo token expires (RFC 3339); absent when it does not"`
+	UndoToken     string `json:"undo_token,omitempty" jsonschema:"undoes it once; absent without an undo"`
+	UndoExpiresAt string `json:"undo_expires_at,omitempty" jsonschema:"when the undo token expires"`
 }
 
 // UndoResult is what a successful undo returns.
 type UndoResult struct {
-	Status   string `json:"status" jsonschema:"always \"undone\""`
-	ChangeID string `json:"change_id"`
+	Status   string `json:"status" jsonschema:"undone"`
+	ChangeID string `json:"change_id" jsonschema:"the change"`
 }
 
 // ChangeStatus is a change as the agent may see it: no tokens, no digests,
 // and of a failure only its Go type name.
 type ChangeStatus struct {
-	ChangeID      string     `json:"change_id"`
-	Action        string     `json:"action"`
-	Status        string     `json:"status"`
-	Summary       string     `json:"summary"`
-	Diff          []DiffView `json:"diff"`
-	RunID         string     `json:"run_id,omitempty"`
-	Resource      string     `json:"resource,omitempty"`
-	Warnings      []string   `json:"warnings,omitempty"`
-	Undoable      bool       `json:"undoable"`
-	CreatedAt     string     `json:"created_at"`
-	UpdatedAt     string     `json:"updated_at"`
-	ExpiresAt     string     `json:"expires_at"`
-	AppliedAt     string     `json:"applied_at,omitempty"`
-	UndoExpiresAt string     `json:"undo_expires_at,omitempty"`
-	UndoneAt      string     `json:"undone_at,omitempty"`
-	Error         string     `json:"error,omitempty" jsonschema:"the Go type name of the error that failed the change"`
+	ChangeID      string     `json:"change_id" jsonschema:"the change"`
+	Action        string     `json:"action" jsonschema:"the operation"`
+	Status        string     `json:"status" jsonschema:"pending, applied, undone, expired, apply_failed..."`
+	Summary       string     `json:"summary" jsonschema:"what it does"`
+	Diff          []DiffView `json:"diff" jsonschema:"what changes"`
+	RunID         string     `json:"run_id,omitempty" jsonschema:"its run"`
+	Resource      string     `json:"resource,omitempty" jsonschema:"what it changes"`
+	Warnings      []string   `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
+	Undoable      bool       `json:"undoable" jsonschema:"an undo can be claimed now"`
+	CreatedAt     string     `json:"created_at" jsonschema:"when previewed"`
+	UpdatedAt     string     `json:"updated_at" jsonschema:"last update"`
+	ExpiresAt     string     `json:"expires_at" jsonschema:"when the preview expires"`
+	AppliedAt     string     `json:"applied_at,omitempty" jsonschema:"when applied"`
+	UndoExpiresAt string     `json:"undo_expires_at,omitempty" jsonschema:"when the undo window closes"`
+	UndoneAt      string     `json:"undone_at,omitempty" jsonschema:"when undone"`
+	Error         string     `json:"error,omitempty" jsonschema:"type name of the error that failed it"`
 	// Failure says why an apply_failed or undo_failed change failed:
 	// state_changed, error, result_too_large or interrupted.
 	// PreviewedBy, AppliedBy and UndoneBy name who took each step:
 	// "agent:<principal>", "agent", or "person:<name>".
-	PreviewedBy string `json:"previewed_by,omitempty"`
-	AppliedBy   string `json:"applied_by,omitempty"`
-	UndoneBy    string `json:"undone_by,omitempty"`
-	Failure     string `json:"failure,omitempty" jsonschema:"why the change failed: state_changed, error, result_too_large or interrupted"`
+	PreviewedBy string `json:"previewed_by,omitempty" jsonschema:"who previewed it"`
+	AppliedBy   string `json:"applied_by,omitempty" jsonschema:"who applied it"`
+	UndoneBy    string `json:"undone_by,omitempty" jsonschema:"who undid it"`
+	Failure     string `json:"failure,omitempty" jsonschema:"state_changed, error, result_too_large or interrupted"`
 	// NothingWritten is true when the library knows the failed change
 	// wrote nothing.
-	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"true when the failed change is known to have written nothing"`
+	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"the failure wrote nothing"`
 }
 
 // statusOf builds the agent's view of a change.

@@ -21,24 +21,24 @@ const maxLabelBytes = 200
 // RunInfo is a run as the agent and trusted code see it: no tokens, no
 // digests.
 type RunInfo struct {
-	RunID  string `json:"run_id"`
-	Label  string `json:"label"`
-	Status string `json:"status"`
+	RunID  string `json:"run_id" jsonschema:"the run"`
+	Label  string `json:"label" jsonschema:"what the task is"`
+	Status string `json:"status" jsonschema:"open, undoing, undone or partially_undone"`
 	// Kind is "task" for a run started with start_run, "session" for the
 	// run the Guard keeps for a caller's session.
-	Kind      string `json:"kind" jsonschema:"task (started with start_run) or session (kept for the caller's session)"`
-	CreatedAt string `json:"created_at"`
-	UpdatedAt string `json:"updated_at"`
+	Kind      string `json:"kind" jsonschema:"task, or session (the runs kept per session)"`
+	CreatedAt string `json:"created_at" jsonschema:"when started"`
+	UpdatedAt string `json:"updated_at" jsonschema:"last update"`
 }
 
 // RunDetail is a run with one page of its changes, newest first, and the
 // stored report of its undo once there is one.
 type RunDetail struct {
 	RunInfo
-	Changes []ChangeStatus `json:"changes"`
+	Changes []ChangeStatus `json:"changes" jsonschema:"its changes, newest first, each with the fields of a change status"`
 	// NextCursor, when set, reads the next page of changes (RunPage.Cursor).
-	NextCursor string     `json:"next_cursor,omitempty" jsonschema:"pass as cursor to read the next page of changes; absent on the last page"`
-	Report     *RunReport `json:"report,omitempty"`
+	NextCursor string     `json:"next_cursor,omitempty" jsonschema:"reads the next page; absent on the last"`
+	Report     *RunReport `json:"report,omitempty" jsonschema:"the report of its undo, once undone"`
 }
 
 // RunPage selects a page of a run's changes.

@@ -17,57 +17,57 @@ import (
 // the real undo is stored with the run and returned again on every later
 // request.
 type RunReport struct {
-	RunID  string `json:"run_id"`
-	DryRun bool   `json:"dry_run"`
+	RunID  string `json:"run_id" jsonschema:"the run"`
+	DryRun bool   `json:"dry_run" jsonschema:"true: nothing was changed"`
 	// Status is the run's status after this call.
-	Status string `json:"status"`
+	Status string `json:"status" jsonschema:"the run status now"`
 	// WillUndo (dry run) and Undone (real undo) list the changes whose
 	// inverse runs, newest first.
-	WillUndo []RunStep `json:"will_undo,omitzero"`
-	Undone   []RunStep `json:"undone,omitzero"`
+	WillUndo []RunStep `json:"will_undo,omitzero" jsonschema:"what will be undone, newest first"`
+	Undone   []RunStep `json:"undone,omitzero" jsonschema:"what was undone, newest first"`
 	// NoNetChange lists changes whose resource the run itself brought back
 	// to where it started (created then deleted): no write is needed.
-	NoNetChange []RunStep `json:"no_net_change"`
+	NoNetChange []RunStep `json:"no_net_change" jsonschema:"back as it was: no write needed"`
 	// Skipped lists changes left as they are because their resource changed
 	// after them, with the reason.
-	Skipped []RunNote `json:"skipped"`
+	Skipped []RunNote `json:"skipped" jsonschema:"changed since: left as is"`
 	// Irreversible lists what cannot be undone exactly: changes without an
 	// inverse or past their undo window (not undone), and the warnings of
 	// changes that are undone but not exactly.
-	Irreversible []RunNote `json:"irreversible"`
+	Irreversible []RunNote `json:"irreversible" jsonschema:"what cannot be undone exactly"`
 	// Failed lists changes whose undo was attempted and failed.
-	Failed []RunNote `json:"failed,omitzero"`
+	Failed []RunNote `json:"failed,omitzero" jsonschema:"whose undo failed"`
 	// NotCarriedOut lists, after a real undo, the changes of the reviewed
 	// plan that were not undone after all (each is in Skipped or Failed
 	// with the reason): their check failed right before the inverse.
-	NotCarriedOut []string `json:"not_carried_out,omitzero"`
+	NotCarriedOut []string `json:"not_carried_out,omitzero" jsonschema:"change IDs planned but not undone"`
 	// Notes say what the library could not know for certain, such as two
 	// changes it related by their states because neither names a Resource.
-	Notes []RunNote `json:"notes,omitzero"`
+	Notes []RunNote `json:"notes,omitzero" jsonschema:"what the undo could not know for sure"`
 
-	ConfirmationToken string `json:"confirmation_token,omitempty"`
-	ExpiresAt         string `json:"expires_at,omitempty"`
-	NextStep          string `json:"next_step,omitempty"`
+	ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"for the real undo; dry run only"`
+	ExpiresAt         string `json:"expires_at,omitempty" jsonschema:"when the token expires"`
+	NextStep          string `json:"next_step,omitempty" jsonschema:"what to do next"`
 	// UndoneBy names who undid the run: "agent" or "person:<name>".
-	UndoneBy string `json:"undone_by,omitempty"`
+	UndoneBy string `json:"undone_by,omitempty" jsonschema:"who undid it"`
 	// Note is an operator's note on a run whose undo was interrupted and
 	// reconciled (see ledger.Ledger.ReconcileRun).
-	Note string `json:"note,omitempty"`
+	Note string `json:"note,omitempty" jsonschema:"an operator note"`
 }
 
 // RunStep is one change in a run report.
 type RunStep struct {
-	ChangeID string `json:"change_id"`
-	Action   string `json:"action"`
-	Summary  string `json:"summary"`
-	Resource string `json:"resource,omitempty"`
+	ChangeID string `json:"change_id" jsonschema:"the change"`
+	Action   string `json:"action" jsonschema:"the operation"`
+	Summary  string `json:"summary" jsonschema:"what it did"`
+	Resource string `json:"resource,omitempty" jsonschema:"what it changed"`
 	// Resources names every resource of a change that names several
 	// (Proposal.Resources); Resource is then empty.
-	Resources []string `json:"resources,omitempty"`
+	Resources []string `json:"resources,omitempty" jsonschema:"each resource, when several"`
 	// Transactional is true for a TxOperation's change: its undo runs in
 	// one database transaction with the other transactional undos around
 	// it, and the dry run really ran it and rolled it back.
-	Transactional bool `json:"transactional,omitempty"`
+	Transactional bool `json:"transactional,omitempty" jsonschema:"undone in one database transaction"`
 }
 
 // RunNote is a change in a run report with the reason it is listed. For
@@ -76,15 +76,15 @@ type RunStep struct {
 // that names several resources, each entry names its resource. It is
 // empty when there is nothing to compare (no snapshot, no state).
 type RunNote struct {
-	ChangeID string `json:"change_id"`
-	Action   string `json:"action"`
-	Resource string `json:"resource"`
+	ChangeID string `json:"change_id" jsonschema:"the change"`
+	Action   string `json:"action" jsonschema:"the operation"`
+	Resource string `json:"resource" jsonschema:"what it changed"`
 	// Resources names every resource of a change that names several;
 	// Resource is then empty.
-	Resources []string `json:"resources,omitempty"`
-	Summary   string   `json:"summary"`
-	Reason    string   `json:"reason"`
-	Drift     []Drift  `json:"drift"`
+	Resources []string `json:"resources,omitempty" jsonschema:"each resource, when several"`
+	Summary   string   `json:"summary" jsonschema:"what it did"`
+	Reason    string   `json:"reason" jsonschema:"why it is listed"`
+	Drift     []Drift  `json:"drift" jsonschema:"what moved since the change"`
 }
 
 // UndoRun undoes a run on behalf of a person acting through trusted code,

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
-	"reflect"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -101,35 +99,6 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 	})
 }
 
-// inputSchema infers the input schema of In with schemaOptions.
-func inputSchema[In any]() (*jsonschema.Schema, error) { return jsonschema.For[In](schemaOptions) }
-
-// schemaOptions infers schemas that every MCP client accepts: a raw JSON
-// value may be any JSON type (not the bare schema true, which clients on the
-// TypeScript SDK reject, nor the byte array jsonschema infers).
-var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): anyJSON(),
-	reflect.TypeFor[any]():             anyJSON(),
-	// math/big encodes its numbers as JSON numbers of any size (the
-	// ledger keeps them exactly), not as the strings jsonschema infers.
-	reflect.TypeFor[big.Int]():   {Type: "integer"},
-	reflect.TypeFor[big.Float](): {Type: "number"},
-	reflect.TypeFor[big.Rat]():   {Type: "string"},
-}}
-
-func anyJSON() *jsonschema.Schema {
-	return &jsonschema.Schema{Types: []string{"object", "array", "string", "number", "boolean", "null"}}
-}
-
-// outputSchema infers the output schema of T with schemaOptions.
-func outputSchema[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](schemaOptions)
-	if err != nil {
-		panic(fmt.Sprintf("changeset: output schema of %T: %v", *new(T), err))
-	}
-	return s
-}
-
 func ptr[T any](v T) *T { return &v }
 
 // toolError turns an error into the tool error the agent reads: the message
@@ -150,35 +119,35 @@ func (g *Guard) toolError(err error) error {
 // The shared tools' inputs.
 type (
 	applyInput struct {
-		ChangeID          string `json:"change_id" jsonschema:"the change_id from the preview"`
-		ConfirmationToken string `json:"confirmation_token" jsonschema:"the confirmation_token from the preview"`
+		ChangeID          string `json:"change_id" jsonschema:"from the preview"`
+		ConfirmationToken string `json:"confirmation_token" jsonschema:"from the preview"`
 	}
 	undoInput struct {
-		ChangeID  string `json:"change_id" jsonschema:"the change_id of the applied change"`
-		UndoToken string `json:"undo_token" jsonschema:"the undo_token from apply_change"`
+		ChangeID  string `json:"change_id" jsonschema:"the applied change"`
+		UndoToken string `json:"undo_token" jsonschema:"from the apply"`
 	}
 	statusInput struct {
 		ChangeID string `json:"change_id"`
 	}
 	startRunInput struct {
-		Label string `json:"label" jsonschema:"what the task is, in a few words (e.g. Checkout tracking)"`
+		Label string `json:"label" jsonschema:"the task, in a few words"`
 	}
 	getRunInput struct {
 		RunID  string `json:"run_id"`
-		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many changes (default 100, at most 500)"`
-		Cursor string `json:"cursor,omitempty" jsonschema:"the next_cursor of the previous page, to read the next one"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"changes per page: default 100, at most 500"`
+		Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
 	}
 	listRunsInput struct {
-		Status string `json:"status,omitempty" jsonschema:"only runs in this status: open, undoing, undone or partially_undone"`
-		Limit  int    `json:"limit,omitempty" jsonschema:"at most this many runs (default 20, at most 100)"`
+		Status string `json:"status,omitempty" jsonschema:"open, undoing, undone or partially_undone"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"default 20, at most 100"`
 	}
 	listRunsOutput struct {
-		Runs []RunInfo `json:"runs"`
+		Runs []RunInfo `json:"runs" jsonschema:"runs, newest first"`
 	}
 	undoRunInput struct {
 		RunID             string `json:"run_id"`
-		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"report what the undo would do and change nothing (default true)"`
-		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"the confirmation_token of the dry run; required when dry_run is false"`
+		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"default true: only report, change nothing"`
+		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"from the dry run; needed when dry_run is false"`
 	}
 )
 

@@ -1,0 +1,90 @@
+package clients
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/mcp-changeset/changeset-go/examples/internal/exampletest"
+)
+
+// What tools/list costs an agent. Every client puts the whole tools/list
+// response into the model's context at the start of every conversation.
+// DESIGN.md ("Third wave → What the agent reads") sets a target: the
+// settings example at 8,000 bytes on the wire, no tool's entry over 2,000.
+// With a typed, described schema for every result field that target is
+// not reached (docs/agent-cost.md measures why: the fields and their
+// descriptions alone take more). Until it is, each example holds the
+// budget below, a few percent above what it measured when its schemas
+// were compacted, so that a schema or description that grows is a
+// reviewed change of this table.
+
+// maxToolEntryBytes caps one tool's entry in tools/list, in every example:
+// undo_run, the largest, measured 3,776 bytes (3,815 under user approval).
+const maxToolEntryBytes = 3900
+
+// budgetExample is an example server that serves MCP tools, how to start
+// it, and its tools/list budget in bytes.
+type budgetExample struct {
+	name   string
+	budget int
+	args   func(t *testing.T) []string
+	env    []string
+}
+
+// budgetExamples are every example under examples/ that serves MCP tools
+// (clientdemo is a client).
+var budgetExamples = []budgetExample{
+	{name: "settings", budget: 14300 /* measured 13828 */},
+	{name: "elicit", budget: 14600 /* measured 14076 */},
+	{name: "notes", budget: 17000 /* measured 16390 */, args: func(t *testing.T) []string { return []string{"--root", t.TempDir()} }},
+	{name: "todo", budget: 18500 /* measured 17814 */},
+	{name: "tickets", budget: 18400 /* measured 17745 */},
+	{name: "flags", budget: 18900 /* measured 18250 */, args: func(t *testing.T) []string { return []string{"--file", filepath.Join(t.TempDir(), "flags.json")} }},
+	{name: "contacts", budget: 18400 /* measured 17721 */, args: func(t *testing.T) []string { return []string{"--db", filepath.Join(t.TempDir(), "contacts.db")} }},
+	{name: "githublabels", budget: 16400, /* measured 15829 */
+		// Listing tools calls no API: the URL is never dialled.
+		args: func(*testing.T) []string { return []string{"--repo", "octo/hello", "--api-url", "http://127.0.0.1:1"} }},
+	{name: "inventory", budget: 24700 /* measured 23898 */, args: func(t *testing.T) []string {
+		dir := t.TempDir()
+		return []string{"--db", filepath.Join(dir, "shop.db"), "--settings", filepath.Join(dir, "shop-settings.json")}
+	}},
+}
+
+// TestToolsList_ByteBudget measures each example's tools/list over stdio,
+// as the server writes it, listed by a go-sdk client, and holds it to the
+// example's budget and every entry to maxToolEntryBytes.
+func TestToolsList_ByteBudget(t *testing.T) {
+	for _, ex := range budgetExamples {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if ex.args != nil {
+				args = ex.args(t)
+			}
+			l := exampletest.MeasureToolsList(t, ex.name, args, append([]string{exampletest.Guarded}, ex.env...)...)
+			largest, largestBytes := l.Largest()
+			t.Logf("%s: tools/list %d bytes, %d tools, largest %s %d bytes", ex.name, l.Bytes, len(l.Tools), largest, largestBytes)
+			for _, name := range slices.Sorted(maps.Keys(l.Tools)) {
+				t.Logf("  %-24s %5d", name, l.Tools[name])
+			}
+			if l.Bytes > ex.budget {
+				t.Errorf("tools/list of %s is %d bytes, over its budget of %d", ex.name, l.Bytes, ex.budget)
+			}
+			for _, name := range slices.Sorted(maps.Keys(l.Tools)) {
+				if n := l.Tools[name]; n > maxToolEntryBytes {
+					t.Errorf("the entry of %s is %d bytes, over %d: %s", name, n, maxToolEntryBytes, brief(l.Entries[name]))
+				}
+			}
+		})
+	}
+}
+
+func brief(b []byte) string {
+	if len(b) > 400 {
+		return fmt.Sprintf("%s…(%d bytes)", b[:400], len(b))
+	}
+	return string(b)
+}
