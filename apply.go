@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,7 +42,7 @@ func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, e
 func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*ApplyResult, error) {
 	ctx = g.withPrincipal(ctx, req)
 	if !g.WritesEnabled() {
-		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
+		return nil, g.writesOff(id, applyClaim.verb)
 	}
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
@@ -75,7 +76,7 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, b
 // single undo.
 func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.Digest, by string, trusted bool, undoing map[string]bool) (*UndoResult, error) {
 	if !g.WritesEnabled() {
-		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
+		return nil, g.writesOff(id, undoClaim.verb)
 	}
 	hold := func(tx *ledger.Tx, c *ledger.Change) (error, error) {
 		reason, err := g.dependencyHold(ctx, tx, c, undoing)
@@ -83,7 +84,7 @@ func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.D
 			return nil, err
 		}
 		return &ChangeError{ChangeID: id, Kind: ErrDependency, Err: &heldError{reason},
-			Msg: fmt.Sprintf("change %s was not undone: %s. Nothing was written and the undo token was not spent", id, strings.TrimSuffix(reason, "; it is left as it is"))}, nil
+			Msg: voice.DependencyHeld(id, strings.TrimSuffix(reason, "; it is left as it is"))}, nil
 	}
 	err := g.changeWith(ctx, undoClaim, id, token, scope, by, trusted, hold, func(c *ledger.Change, r runner) error {
 		return g.performUndo(ctx, c, r)
@@ -172,11 +173,7 @@ func (g *Guard) changeWith(ctx context.Context, k claimKind, id, token string, s
 		return g.fail(ctx, claimed, by, err)
 	}
 	if err := g.finish(ctx, claimed, k.to, by); err != nil {
-		msg := fmt.Sprintf("change %s was %s, but the ledger could not record it (%s); it stays '%s' for an operator to reconcile", id, k.verb, agentText(err), k.to)
-		if k.from == ledger.Pending {
-			msg += ", and no undo token was issued"
-		}
-		return &ChangeError{ChangeID: id, Err: err, Msg: msg}
+		return &ChangeError{ChangeID: id, Err: err, Msg: voice.NotRecorded(id, k.verb, agentText(err), string(k.to), k.from == ledger.Pending)}
 	}
 	return nil
 }
@@ -231,11 +228,11 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	result, err := canonjson.Marshal(out)
 	if err != nil {
 		return nil, &ChangeError{ChangeID: c.ID, Err: err,
-			Msg: fmt.Sprintf("change %s was applied, but its result cannot be stored (%v); it has no undo", c.ID, err)}
+			Msg: voice.ResultUnstorable(c.ID)}
 	}
 	if len(result) > g.opts.MaxResultBytes {
 		return nil, &ChangeError{ChangeID: c.ID, Err: errResultTooLarge,
-			Msg: fmt.Sprintf("change %s was applied, but its result of %d bytes is over the limit of %d; it has no undo", c.ID, len(result), g.opts.MaxResultBytes)}
+			Msg: voice.ResultTooLarge(c.ID, len(result), g.opts.MaxResultBytes)}
 	}
 	if r.observe != nil {
 		// The write happened: a failing Observe must not lose that fact.
@@ -361,18 +358,21 @@ func failureText(c *ledger.Change, cause error) error {
 	if c.Status == ledger.UndoFailed {
 		verb = "undone"
 	}
+	var pe *PanicError
+	if errors.As(cause, &pe) {
+		return &ChangeError{ChangeID: c.ID, Err: cause, Msg: voice.FailedAs(c.ID, verb, voice.FailureKind("panic"))}
+	}
 	if msg := agentText(cause); msg != typeName(cause) {
 		if !strings.Contains(msg, c.ID) { // an operation's own refusal
-			msg = fmt.Sprintf("change %s was not %s: %s", c.ID, verb, msg)
+			msg = voice.Failed(c.ID, verb, msg)
 		}
 		return &ChangeError{ChangeID: c.ID, Msg: msg, Err: cause}
 	}
-	return &ChangeError{ChangeID: c.ID, Err: cause,
-		Msg: fmt.Sprintf("change %s was not %s: the operation failed with %s (details are in the ledger for operators)", c.ID, verb, typeName(cause))}
+	return &ChangeError{ChangeID: c.ID, Err: cause, Msg: voice.OperationFailed(c.ID, verb, typeName(cause))}
 }
 
 func errOperationGone(c *ledger.Change) error {
-	return &ChangeError{ChangeID: c.ID, Err: errNothingRan, Msg: fmt.Sprintf("change %s failed: this server no longer has the operation %q (or its undo)", c.ID, c.Action)}
+	return &ChangeError{ChangeID: c.ID, Err: errNothingRan, Msg: voice.OperationGone(c.ID, c.Action)}
 }
 
 // observe calls an operation's Observe and returns its canonical JSON.

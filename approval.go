@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -50,14 +51,6 @@ const approvalActor = "agent (approved by the user)"
 // approveKey names both the input request and the form's one property.
 const approveKey = "approve"
 
-// ApprovalInstructions replaces Instructions in the server's instructions
-// when Options.Approval is UserApproval.
-const ApprovalInstructions = `This server guards every change it can make and asks the user itself before any change is made. A tool named preview_<operation> changes nothing: it returns a diff and a change_id.
-Show the diff to the user, then call apply_change with the change_id: the user's client asks the user to approve the change exactly as previewed, and it is made only if the user accepts. If the user declines, do not call again unless the user asks you to.
-apply_change is refused if the state changed since the preview; preview again and show the new diff. Call undo_change with the change_id only when the user asks for an undo; the user is asked again.
-For a task of more than one change, call start_run first with a short label and pass its run_id to every preview of the task, so the user can review the task as one unit (get_run) and take it back in one step.
-To undo a run, call undo_run: it is a dry run by default. Show its report to the user, then call undo_run with dry_run=false; the user is asked to approve that plan in their client.`
-
 // The inputs of apply_change and undo_change with user approval: the
 // token is optional.
 type (
@@ -77,9 +70,8 @@ type (
 func (g *Guard) addApprovalChangeTools() {
 	g.server.AddReceivingMiddleware(g.approvalMiddleware)
 	addTool(g, &mcp.Tool{
-		Name: g.toolName("apply_change"),
-		Description: "Apply a previewed change, exactly as previewed, once. The user's client asks the user to approve it first, showing the diff; " +
-			"it is applied only if the user accepts. It is refused if the state changed since the preview, if the preview expired, or if writes are disabled.",
+		Name:         g.toolName("apply_change"),
+		Description:  g.voice.ApplyTool(),
 		OutputSchema: outputSchema[ApplyResult](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalApplyInput) (*mcp.CallToolResult, *ApplyResult, error) {
@@ -93,9 +85,8 @@ func (g *Guard) addApprovalChangeTools() {
 		return nil, res, g.toolError(err)
 	})
 	addTool(g, &mcp.Tool{
-		Name: g.toolName("undo_change"),
-		Description: "Undo an applied change, only when the user asks for it. The user's client asks the user to approve the undo first. " +
-			"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
+		Name:         g.toolName("undo_change"),
+		Description:  g.voice.UndoTool(),
 		OutputSchema: outputSchema[UndoResult](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalUndoInput) (*mcp.CallToolResult, *UndoResult, error) {
@@ -122,7 +113,7 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 	if err != nil {
 		return nil, err
 	}
-	subject := "change " + id
+	subject := voice.Change(id)
 	if answered(req) {
 		st, err := g.openState(req, tool, id, k.purpose, scope, subject, k.verb)
 		if err != nil {
@@ -186,7 +177,7 @@ func (g *Guard) precheck(ctx context.Context, k claimKind, id, token string, sco
 	case !errors.Is(err, errDryCheck):
 		return nil, err
 	case !g.WritesEnabled():
-		return nil, &WritesDisabledError{ChangeID: id, EnvVar: g.opts.WriteModeEnv}
+		return nil, g.writesOff(id, k.verb)
 	}
 	if o, ok := g.lookup(c.Action); ok && o.observe != nil {
 		state, err := g.observe(ctx, o, c.Payload)
@@ -243,7 +234,7 @@ func (g *Guard) ask(message string, st sealedState) *mcp.CallToolResult {
 				Properties: map[string]*jsonschema.Schema{approveKey: {
 					Type:        "boolean",
 					Title:       "Approve",
-					Description: "Yes goes ahead exactly as shown; no leaves everything as it is.",
+					Description: voice.ApproveField(),
 				}},
 				Required: []string{approveKey},
 			},
@@ -261,41 +252,38 @@ func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose string, sc
 		return nil, badState(subject, verb, tool)
 	}
 	if exp := time.Unix(st.Expires, 0); !g.now().Before(exp) {
-		return nil, refuse(ErrExpired, "", "%s was not %s: the question to the user expired at %s before the answer came; nothing was spent. Call %s again to ask the user again.",
-			subject, verb, formatTime(exp), tool)
+		return nil, refuse(ErrExpired, "", "%s", voice.QuestionExpired(subject, verb, formatTime(exp), tool))
 	}
 	return st, nil
 }
 
 func badState(subject, verb, tool string) error {
-	return refuse(ErrInvalidToken, "", "%s was not %s: the answer came with a request state that this server did not issue for this call (missing, altered, made for another change or run, or by another server); nothing was spent. "+
-		"Call %s again without inputResponses to ask the user.", subject, verb, tool)
+	return refuse(ErrInvalidToken, "", "%s", voice.BadState(subject, verb, tool))
 }
 
 // readAnswer returns nil only for accept with approve=true.
 func readAnswer(req *mcp.CallToolRequest, subject, verb, tool string) error {
 	res, ok := req.Params.InputResponses[approveKey].(*mcp.ElicitResult)
 	if !ok || res == nil {
-		return refuse(ErrRefused, "", "%s was not %s: the call carried no answer to the approval question; nothing was spent. Call %s again without inputResponses to ask the user.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s", voice.NoAnswer(subject, verb, tool))
 	}
 	switch res.Action {
 	case "accept":
 		if yes, _ := res.Content[approveKey].(bool); yes {
 			return nil
 		}
-		return refuse(ErrRefused, "", "%s was not %s: the user did not approve it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s", voice.NotApproved(subject, verb, tool))
 	case "decline":
-		return refuse(ErrRefused, "", "%s was not %s: the user declined it; nothing was spent and it stays as it was. Call %s again only if the user asks.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s", voice.Declined(subject, verb, tool))
 	case "cancel":
-		return refuse(ErrRefused, "", "%s was not %s: the user dismissed the question without answering; nothing was spent and it stays as it was. Call %s again to ask again.", subject, verb, tool)
+		return refuse(ErrRefused, "", "%s", voice.Dismissed(subject, verb, tool))
 	}
-	return refuse(ErrRefused, "", "%s was not %s: the client's answer to the approval question is not one this server understands; nothing was spent.", subject, verb)
+	return refuse(ErrRefused, "", "%s", voice.UnknownAnswer(subject, verb))
 }
 
 // noElicitation is the refusal for a client that cannot show the question.
 func noElicitation(subject, verb string) error {
-	return refuse(ErrRefused, "", "%s was not %s: this server asks the user to approve every change in their client (form elicitation), and this client does not support form elicitation; nothing was spent. "+
-		"Use a client that supports elicitation, or ask the server's operator to switch to token approval (changeset.TokenApproval).", subject, verb)
+	return refuse(ErrRefused, "", "%s", voice.NoElicitation(subject, verb))
 }
 
 // approvalMiddleware keeps every failure of an approval a tool error: for
@@ -311,7 +299,7 @@ func (g *Guard) approvalMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		out := &mcp.CallToolResult{}
-		out.SetError(fmt.Errorf("%s could not ask the user for approval (%v); nothing was applied or undone and nothing was spent; call it again to ask again", ctr.Params.Name, err))
+		out.SetError(errors.New(voice.CouldNotAsk(ctr.Params.Name, err.Error())))
 		return out, nil
 	}
 }
@@ -329,14 +317,6 @@ func bridged(req *mcp.CallToolRequest) bool {
 // asksUser reports whether the tool named name asks the user.
 func (g *Guard) asksUser(name string) bool {
 	return name == g.toolName("apply_change") || name == g.toolName("undo_change") || name == g.toolName("undo_run")
-}
-
-// approvalNextStep is a preview's next_step with user approval.
-func approvalNextStep(writesEnabled bool) string {
-	if !writesEnabled {
-		return "Show this diff to the user. Writes are disabled on this server, so apply_change will be refused until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; the preview stays valid until it expires."
-	}
-	return "Show this diff to the user, then call apply_change with the change_id. The user's client will ask the user to approve this change; it is applied only if the user accepts."
 }
 
 // orApproved is token, or userApproved when the call carries none: the

@@ -43,7 +43,7 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 				if !strings.Contains(q.Message, `theme: "light" → "dark"`) || !strings.Contains(q.Message, id) {
 					t.Errorf("question does not show the change:\n%s", q.Message)
 				}
-				if !strings.Contains(cs.InitializeResult().Instructions, changeset.ApprovalInstructions) {
+				if !strings.Contains(cs.InitializeResult().Instructions, f.guard.Instructions()) || !strings.Contains(f.guard.Instructions(), "asks the user itself") {
 					t.Errorf("instructions are not the approval ones:\n%s", cs.InitializeResult().Instructions)
 				}
 				if q.Mode != "form" {
@@ -61,11 +61,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 		if _, ok := out["confirmation_token"]; ok {
 			t.Fatalf("preview returned a token: %v", out)
 		}
-		if !strings.Contains(out["next_step"].(string), "client will ask the user") {
+		if !strings.Contains(out["next_step"].(string), "their client asks them to approve") {
 			t.Errorf("next_step = %q", out["next_step"])
 		}
-		if !strings.Contains(cs.InitializeResult().Instructions, changeset.ApprovalInstructions) ||
-			strings.Contains(cs.InitializeResult().Instructions, changeset.Instructions) {
+		if got := cs.InitializeResult().Instructions; !strings.Contains(got, f.guard.Instructions()) ||
+			!strings.Contains(got, "asks the user itself") || strings.Contains(got, "confirmation_token") {
 			t.Errorf("instructions are not the approval ones:\n%s", cs.InitializeResult().Instructions)
 		}
 		tools, err := cs.ListTools(context.Background(), nil)
@@ -186,7 +186,7 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 				f := newApprovalFixtureOn(t, kit)
 				cs := f.connect(clientOptions{protocol: proto})
 				id := f.preview(cs, "theme", "dark")
-				msg := mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "does not support form elicitation")
+				msg := mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "this client does not support it")
 				if !strings.Contains(msg, "token approval") {
 					t.Errorf("refusal does not name the alternative: %q", msg)
 				}
@@ -216,7 +216,7 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 		u := says(yes)
 		cs := f.connect(clientOptions{user: u})
 		id := f.preview(cs, "theme", "dark")
-		mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "writes are disabled")
+		mustFail(t, cs, "apply_change", map[string]any{"change_id": id}, "writes are off")
 		mustFail(t, cs, "apply_change", map[string]any{"change_id": "chg_00000000000000000000"}, "not found")
 		mustFail(t, cs, "undo_change", map[string]any{"change_id": id}, "cannot be undone (status: pending)")
 

@@ -56,7 +56,15 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	if opts.Approval == UserApproval {
 		mode = voice.User
 	}
-	g.voice = voice.New(opts.Prefix, opts.WriteModeEnv, mode)
+	env := opts.WriteModeEnv
+	if opts.WriteMode != "" { // the options fix the mode: no variable turns writes on
+		env = ""
+	}
+	g.voice = voice.New(opts.Prefix, env, mode)
+	if v := g.unknownWriteMode(); v != "" {
+		g.log.Warn("the write-mode variable holds no write mode; writes stay off until it reads "+WriteGuarded,
+			"variable", opts.WriteModeEnv, "value", v)
+	}
 	if opts.Ledger != nil {
 		g.ledger = opts.Ledger
 	} else {
@@ -110,6 +118,31 @@ func (g *Guard) WritesEnabled() bool {
 	return os.Getenv(g.opts.WriteModeEnv) == WriteGuarded
 }
 
+// unknownWriteMode is the value of the write-mode variable when the
+// options leave the mode to it and it holds neither WriteGuarded nor
+// WriteDisabled (nor nothing); "" otherwise.
+func (g *Guard) unknownWriteMode() string {
+	if g.opts.WriteMode != "" {
+		return ""
+	}
+	switch v := os.Getenv(g.opts.WriteModeEnv); v {
+	case "", WriteGuarded, WriteDisabled:
+		return ""
+	default:
+		return v
+	}
+}
+
+// writesOff is the refusal of a write while writes are off: of change id
+// (not verb, "applied" or "undone"), or of writes in general when id is "".
+func (g *Guard) writesOff(id, verb string) *WritesDisabledError {
+	e := &WritesDisabledError{ChangeID: id, verb: verb, Value: g.unknownWriteMode()}
+	if g.opts.WriteMode == "" {
+		e.EnvVar = g.opts.WriteModeEnv
+	}
+	return e
+}
+
 // now reads the Guard's clock.
 func (g *Guard) now() time.Time { return g.opts.Clock() }
 
@@ -132,7 +165,7 @@ func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.D
 	}
 	s, err := g.opts.ScopeFunc(ctx, req)
 	if err != nil {
-		return "", &ChangeError{Msg: "the caller's scope could not be determined; nothing was done", Err: err}
+		return "", &ChangeError{Msg: voice.ScopeUnknown(), Err: err}
 	}
 	return scopeHash(s), nil
 }

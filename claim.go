@@ -3,9 +3,9 @@ package changeset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -31,7 +31,7 @@ func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 		return changeNotFound(id)
 	}
 	if !trusted && token != userApproved && !validToken(token, k.prefix) {
-		return refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id)
+		return refuse(ErrInvalidToken, id, "%s", voice.InvalidToken(k.token, id))
 	}
 	return nil
 }
@@ -39,7 +39,7 @@ func checkClaimArgs(k claimKind, id, token string, trusted bool) error {
 // claimConflict explains a compare-and-set that lost a race.
 func claimConflict(id string, err error) error {
 	if errors.Is(err, ledger.ErrConflict) {
-		return refuse(ErrBusy, id, "change %s was claimed by another request at the same moment", id)
+		return refuse(ErrBusy, id, "%s", voice.ClaimedElsewhere(id))
 	}
 	return err
 }
@@ -63,26 +63,26 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 	}
 	if hashOf(c.Payload) != c.PayloadHash {
 		return nil, &ChangeError{ChangeID: id, Err: ledger.Errorf("verify the stored payload of change "+id+" in", g.ledger.Location(), ledger.ErrCorrupt),
-			Msg: fmt.Sprintf("change %s was refused: its stored payload does not match the payload that was previewed (the ledger was altered outside the library); nothing was applied and no token was spent. An operator should check the ledger", id)}, nil
+			Msg: voice.PayloadAltered(id)}, nil
 	}
 	now := g.now()
 	if now.Add(g.opts.MaxClockSkew).Before(c.CreatedAt) {
-		return nil, refuse(ErrExpired, id, "change %s was refused: this server's clock reads more than %v before the change was created; fix the clock", id, g.opts.MaxClockSkew), nil
+		return nil, refuse(ErrExpired, id, "%s", voice.ClockBehind(id, g.opts.MaxClockSkew)), nil
 	}
 	if c.Status != k.from {
 		return nil, statusRefusal(id, c.Status, k), nil
 	}
 	if k.from == ledger.Pending && !now.Before(c.ExpiresAt) {
 		c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", now
-		refusal := refuse(ErrExpired, id, "change %s expired at %s; preview it again", id, formatTime(c.ExpiresAt))
+		refusal := refuse(ErrExpired, id, "%s", voice.PreviewExpired(id, formatTime(c.ExpiresAt)))
 		return c, refusal, tx.UpdateChange(c, ledger.Pending) // the caller logs the expiry
 	}
 	if k.from == ledger.Applied {
 		if !c.Undoable {
-			return nil, refuse(ErrWrongStatus, id, "change %s cannot be undone: its operation has no undo", id), nil
+			return nil, refuse(ErrWrongStatus, id, "%s", voice.NoUndo(id)), nil
 		}
 		if !c.UndoExpiresAt.IsZero() && !now.Before(c.UndoExpiresAt) {
-			return nil, refuse(ErrExpired, id, "change %s cannot be undone: its undo window closed at %s", id, formatTime(c.UndoExpiresAt)), nil
+			return nil, refuse(ErrExpired, id, "%s", voice.UndoWindowClosed(id, formatTime(c.UndoExpiresAt))), nil
 		}
 	}
 	if !trusted {
@@ -92,17 +92,17 @@ func (g *Guard) claimIn(tx *ledger.Tx, k claimKind, id, token string, scope ledg
 		}
 		if token == userApproved {
 			if g.sealer == nil {
-				return nil, refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id), nil
+				return nil, refuse(ErrInvalidToken, id, "%s", voice.InvalidToken(k.token, id)), nil
 			}
 			token = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
 		}
 		if !tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token) {
-			return nil, refuse(ErrInvalidToken, id, "invalid %s for change %s; nothing was spent", k.token, id), nil
+			return nil, refuse(ErrInvalidToken, id, "%s", voice.InvalidToken(k.token, id)), nil
 		}
 	}
 	if c.RunID != "" && k.from == ledger.Pending {
 		if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {
-			return nil, refuse(ErrRunClosed, id, "change %s cannot be applied: its run %s is %s", id, c.RunID, r.Status), nil
+			return nil, refuse(ErrRunClosed, id, "%s", voice.RunNotOpenForApply(id, c.RunID, string(r.Status))), nil
 		}
 	}
 	c.Status, c.UpdatedAt = k.to, now
@@ -124,7 +124,7 @@ const userApproved = "\x00approved by the user"
 // statusRefusal is the refusal for a change in the wrong status. Its text is
 // part of the contract: "change <id> cannot be applied (status: <status>)".
 func statusRefusal(id string, s ledger.Status, k claimKind) error {
-	return refuse(ErrWrongStatus, id, "change %s cannot be %s (status: %s)", id, k.verb, s)
+	return refuse(ErrWrongStatus, id, "%s", voice.WrongStatus(id, k.verb, string(s)))
 }
 
 // finish records the outcome of a claimed apply or undo: it moves c from

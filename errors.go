@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -74,6 +74,9 @@ var (
 	// ErrRefused: the operation's input or proposal was refused, or the
 	// user did not approve. Errors from Refuse carry no kind.
 	ErrRefused = errors.New("changeset: refused")
+	// ErrNoChange: the preview's diff is empty, so the change would change
+	// nothing; nothing was stored (see Operation.AllowEmptyDiff).
+	ErrNoChange = errors.New("changeset: nothing would change")
 	// ErrDependency: the undo would remove a resource that another change
 	// of the same scope depends on (Proposal.DependsOn) and that stays in
 	// place. Nothing was undone and the undo token was not spent.
@@ -103,19 +106,34 @@ func Refuse(format string, args ...any) error {
 // confirmation token stays valid for when writes are enabled.
 type WritesDisabledError struct {
 	ChangeID string
-	// EnvVar is the environment variable that enables writes.
+	// EnvVar is the environment variable that enables writes, or "" when
+	// Options.WriteMode fixes the mode.
 	EnvVar string
+	// Value is what EnvVar held when it was set to something that is not
+	// a write mode (a misspelling such as "guraded"), or "".
+	Value string
+	// verb is what was not done to the change: "applied" (when empty) or
+	// "undone".
+	verb string
 }
 
 // Is reports whether target is ErrWritesDisabled.
 func (e *WritesDisabledError) Is(target error) bool { return target == ErrWritesDisabled }
 
 func (e *WritesDisabledError) Error() string {
-	subject := "writes"
-	if e.ChangeID != "" {
-		subject = "change " + e.ChangeID + " was not applied: writes"
+	return voice.New("", e.EnvVar, voice.Token).WritesOff(e.subject(), e.Value)
+}
+
+// subject is what was not done, for the refusal's text.
+func (e *WritesDisabledError) subject() string {
+	if e.ChangeID == "" {
+		return ""
 	}
-	return fmt.Sprintf("%s are disabled on this server; an operator can enable them with %s=guarded (the token was not spent)", subject, e.EnvVar)
+	verb := e.verb
+	if verb == "" {
+		verb = "applied"
+	}
+	return voice.NotDone(e.ChangeID, verb)
 }
 
 // StateChangedError reports that the resource no longer looks the way the
@@ -145,19 +163,15 @@ type StateChangedError struct {
 // Is reports whether target is ErrStateChanged.
 func (e *StateChangedError) Is(target error) bool { return target == ErrStateChanged }
 
-func (e *StateChangedError) Error() string {
-	if e.Phase == "undo" {
-		return fmt.Sprintf("change %s was not undone: the resource changed after the change was applied, and undoing would overwrite that later edit; nothing was written", e.ChangeID)
-	}
-	return fmt.Sprintf("change %s was not applied: the resource changed after the preview; nothing was written (preview again to see the current state)", e.ChangeID)
-}
+func (e *StateChangedError) Error() string { return voice.StateChanged(e.ChangeID, e.Phase) }
 
 // LedgerError is a failure of the ledger itself (busy, corrupt, unreadable,
 // not a ledger, newer schema). It is the ledger package's *ledger.Error.
 type LedgerError = ledger.Error
 
 // agentText returns what the agent is told about err: the message of the
-// error types above, and only the Go type name of anything else.
+// error types above, the kind in words of a failure the library decided,
+// and only the Go type name of anything else.
 func agentText(err error) string { return storableText(agentMessage(err)) }
 
 // agentMessage is agentText before it is made storable.
@@ -167,6 +181,7 @@ func agentMessage(err error) string {
 		wd *WritesDisabledError
 		sc *StateChangedError
 		le *LedgerError
+		pe *PanicError
 	)
 	switch {
 	case errors.As(err, &ce):
@@ -176,7 +191,9 @@ func agentMessage(err error) string {
 	case errors.As(err, &sc):
 		return sc.Error()
 	case errors.As(err, &le):
-		return "the change ledger failed: " + ledgerCause(le) + " (an operator can find details in the server log)"
+		return voice.LedgerFailed(ledgerCause(le))
+	case errors.As(err, &pe):
+		return voice.FailureKind("panic")
 	}
 	return typeName(err)
 }
@@ -215,12 +232,33 @@ func ledgerCause(le *LedgerError) string {
 // scope). An ID that is not even well formed is quoted and cut short, so
 // that whatever the caller sent is not echoed at length.
 func changeNotFound(id string) error {
-	shown := id
-	if !validID(id, changeIDPrefix) {
-		if len(shown) > 32 {
-			shown = shown[:32] + "…"
-		}
-		shown = strconv.Quote(shown)
+	return &ChangeError{ChangeID: id, Kind: ErrNotFound, Msg: voice.ChangeNotFound(id)}
+}
+
+// agentErrorType is what the agent reads as the error of a failed change
+// (ChangeStatus.Error): the Go type name of an operation's own error, or,
+// for a failure the library itself decided, its kind in words, never one
+// of the library's own identifiers. The ledger keeps the type name and
+// the full text for operators.
+func agentErrorType(c *ledger.Change) string {
+	if c.ErrorType == "" {
+		return ""
 	}
-	return &ChangeError{ChangeID: id, Kind: ErrNotFound, Msg: "change " + shown + " not found"}
+	switch c.Failure {
+	case ledger.FailureStateChanged, ledger.FailureResultTooLarge, ledger.FailureInterrupted:
+		return voice.FailureKind(string(c.Failure))
+	}
+	switch c.ErrorType {
+	case "changeset.StateChangedError":
+		return voice.FailureKind(string(ledger.FailureStateChanged))
+	case "changeset.PanicError":
+		return voice.FailureKind("panic")
+	case "changeset.ChangeError":
+		return voice.FailureKind("refused")
+	case "RunUndo":
+		return voice.FailureKind("run_undo")
+	case "Reconciled":
+		return voice.FailureKind(string(ledger.FailureInterrupted))
+	}
+	return c.ErrorType
 }

@@ -74,6 +74,7 @@ func newExactFixture(t *testing.T) *exactFixture {
 		return struct{}{}, nil
 	}
 	changeset.Register(g, &mcp.Tool{Name: "exact"}, changeset.Operation[exactPayload, exactPayload, struct{}]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in exactPayload) (changeset.Proposal[exactPayload], error) {
 			return changeset.Proposal[exactPayload]{Payload: in, Summary: "exact", Resource: "record"}, nil
 		},

@@ -81,6 +81,7 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 	marker := filepath.Join(dir, "markers")
 	file := func(key string) string { return filepath.Join(dir, "state-"+key) }
 	changeset.Register(g, &mcp.Tool{Name: "fault_set"}, changeset.Operation[faultIn, faultIn, fileState]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in faultIn) (changeset.Proposal[faultIn], error) {
 			return changeset.Proposal[faultIn]{Payload: in, Resource: "file:" + in.Key}, nil
 		},
@@ -116,6 +117,7 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 		return v, nil
 	}
 	changeset.RegisterTx(g, &mcp.Tool{Name: "fault_tx"}, changeset.TxOperation[faultIn, faultIn, faultIn]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in faultIn) (changeset.Proposal[faultIn], error) {
 			return changeset.Proposal[faultIn]{Payload: in, Resource: "row:" + in.Key}, nil
 		},

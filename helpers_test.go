@@ -136,7 +136,7 @@ func registerTestOps(g *changeset.Guard, s *kv) {
 		},
 		Observe: func(ctx context.Context, p setIn) (any, error) { return s.get(p.Key), nil },
 	})
-	changeset.Register(g, &mcp.Tool{Name: "noundo"}, changeset.Operation[setIn, setIn, setOut]{Preview: preview, Apply: apply})
+	changeset.Register(g, &mcp.Tool{Name: "noundo"}, changeset.Operation[setIn, setIn, setOut]{AllowEmptyDiff: true, Preview: preview, Apply: apply})
 	changeset.Register(g, &mcp.Tool{Name: "fail"}, changeset.Operation[setIn, setIn, setOut]{
 		Preview: preview,
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {

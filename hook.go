@@ -73,6 +73,7 @@ type Outcome struct {
 	// "result_too_large"; see ledger.Failure), or the kind of refusal:
 	// "not_found", "invalid_token", "expired", "wrong_status",
 	// "run_closed", "busy", "state_changed", "writes_disabled", "quota",
+	// "no_change",
 	// "refused" (by the operation, or not approved), "ledger" or "error".
 	Failure string
 	// Err is the error the step returned, nil on success. Its text is
@@ -132,7 +133,7 @@ var refusalKinds = []struct {
 }{
 	{ErrNotFound, "not_found"}, {ErrInvalidToken, "invalid_token"}, {ErrExpired, "expired"},
 	{ErrWrongStatus, "wrong_status"}, {ErrRunClosed, "run_closed"}, {ErrBusy, "busy"},
-	{ErrWritesDisabled, "writes_disabled"}, {ErrQuota, "quota"}, {ErrRefused, "refused"},
+	{ErrWritesDisabled, "writes_disabled"}, {ErrQuota, "quota"}, {ErrRefused, "refused"}, {ErrNoChange, "no_change"},
 }
 
 // logTransition records a change's committed move from one status to

@@ -82,6 +82,7 @@ func TestPreview_FailureIsLoggedUnderTheReferenceTheAgentSees(t *testing.T) {
 		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 	})
 	changeset.Register(f.guard, &mcp.Tool{Name: "blind"}, changeset.Operation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
@@ -194,6 +195,7 @@ func TestUndoRun_UnreadableStateIsLoggedUnderTheReference(t *testing.T) {
 	f := newFixture(t, withLog(&logs))
 	var broken atomic.Bool
 	changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "flaky:" + in.Key}, nil
 		},

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
 // Operation is a state-changing operation split into preview, apply and
@@ -40,6 +44,13 @@ type Operation[In, P, R any] struct {
 	// what a person may change that an undo must not destroy. Leave it nil
 	// to skip the state checks.
 	Observe func(ctx context.Context, p P) (any, error)
+	// AllowEmptyDiff lets a preview whose diff is empty be stored and
+	// applied. By default such a preview is refused ("nothing would
+	// change", ErrNoChange) and nothing is stored, so that no one is asked
+	// to approve a change that changes nothing. Set it for an operation
+	// whose effect its diff does not show, such as one that only touches
+	// a timestamp or triggers a side effect.
+	AllowEmptyDiff bool
 }
 
 // op is an Operation with its types erased to canonical JSON, as the Guard
@@ -56,6 +67,8 @@ type op struct {
 	// tx holds the functions of a TxOperation, which replace apply, undo
 	// and observe; nil for an Operation.
 	tx *txFuncs
+	// allowEmptyDiff is the operation's AllowEmptyDiff.
+	allowEmptyDiff bool
 }
 
 // hasUndo reports whether the operation has an inverse.
@@ -81,13 +94,14 @@ type storedProposal struct {
 // erase turns a typed Operation into an op.
 func erase[In, P, R any](name, description string, o Operation[In, P, R]) *op {
 	e := &op{
-		name:        name,
-		description: description,
-		redact:      redactFields[P](),
+		name:           name,
+		description:    description,
+		redact:         redactFields[P](),
+		allowEmptyDiff: o.AllowEmptyDiff,
 		preview: func(ctx context.Context, args json.RawMessage) (storedProposal, error) {
 			var in In
 			if err := decodeStrict(args, &in); err != nil {
-				return storedProposal{}, Refuse("invalid arguments for %s: %v", name, err)
+				return storedProposal{}, Refuse("%s", voice.InvalidArgs(name, decodeProblem(err)))
 			}
 			p, err := o.Preview(ctx, in)
 			if err != nil {
@@ -140,7 +154,7 @@ const (
 func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	payload, err := canonjson.Marshal(p.Payload)
 	if err != nil {
-		return storedProposal{}, Refuse("the proposal's payload cannot be stored: %v", err)
+		return storedProposal{}, Refuse("%s", voice.ProposalUnstorable("payload", err.Error()))
 	}
 	entries := withKinds(slices.Clone(p.Diff))
 	if entries == nil {
@@ -148,27 +162,27 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	}
 	for _, e := range entries {
 		if e.Kind != DiffAdded && e.Kind != DiffRemoved && e.Kind != DiffChanged {
-			return storedProposal{}, Refuse("the proposal's diff entry %q has kind %q; want added, removed or changed", e.Field, e.Kind)
+			return storedProposal{}, Refuse("%s", voice.BadDiffKind(e.Field, string(e.Kind)))
 		}
 	}
 	diff, err := canonjson.Marshal(entries)
 	if err != nil {
-		return storedProposal{}, Refuse("the proposal's diff cannot be stored: %v", err)
+		return storedProposal{}, Refuse("%s", voice.ProposalUnstorable("diff", err.Error()))
 	}
 	if err := checkResources(p.Resource, p.Resources); err != nil {
 		return storedProposal{}, err
 	}
 	for _, s := range append(append([]string{p.Summary, p.Resource}, p.Warnings...), p.DependsOn...) {
 		if !utf8.ValidString(s) {
-			return storedProposal{}, Refuse("the proposal cannot be stored: its summary, resource, warnings or dependencies hold invalid UTF-8")
+			return storedProposal{}, Refuse("%s", voice.ProposalBadUTF8())
 		}
 	}
 	if len(p.DependsOn) > maxDependsOn {
-		return storedProposal{}, Refuse("the proposal names %d resources it depends on, over the limit of %d", len(p.DependsOn), maxDependsOn)
+		return storedProposal{}, Refuse("%s", voice.TooManyDependsOn(len(p.DependsOn), maxDependsOn))
 	}
 	for _, d := range p.DependsOn {
 		if d == "" || len(d) > maxResourceBytes {
-			return storedProposal{}, Refuse("a resource the proposal depends on must be 1 to %d bytes", maxResourceBytes)
+			return storedProposal{}, Refuse("%s", voice.DependsOnSize(maxResourceBytes))
 		}
 	}
 	sp := storedProposal{payload: payload, diff: diff, summary: p.Summary, warnings: p.Warnings, resource: p.Resource, depends: p.DependsOn}
@@ -177,7 +191,7 @@ func canonicalProposal[P any](p Proposal[P]) (storedProposal, error) {
 	}
 	if p.Snapshot != nil {
 		if sp.state, err = canonjson.Marshal(p.Snapshot.Value); err != nil {
-			return storedProposal{}, Refuse("the proposal's snapshot cannot be stored: %v", err)
+			return storedProposal{}, Refuse("%s", voice.ProposalUnstorable("snapshot", err.Error()))
 		}
 		if err := checkStates(sp.resources, sp.state); err != nil {
 			return storedProposal{}, fmt.Errorf("the proposal's Snapshot: %w", err)
@@ -194,12 +208,12 @@ func checkResources(one string, several []string) error {
 	case one != "" && len(several) > 0:
 		return errors.New("changeset: a proposal sets Resource or Resources, not both")
 	case len(several) > maxResources:
-		return Refuse("the change names %d resources, over the limit of %d; split it into smaller changes", len(several), maxResources)
+		return Refuse("%s", voice.TooManyResources(len(several), maxResources))
 	}
 	seen := make(map[string]bool, len(several))
 	for _, r := range several {
 		if r == "" || len(r) > maxResourceBytes || !utf8.ValidString(r) {
-			return Refuse("a resource the proposal names must be 1 to %d bytes of valid UTF-8", maxResourceBytes)
+			return Refuse("%s", voice.ResourceSize(maxResourceBytes))
 		}
 		if seen[r] {
 			return fmt.Errorf("changeset: the proposal names resource %q twice", r)
@@ -229,6 +243,47 @@ func checkStates(resources []string, state json.RawMessage) error {
 		return fmt.Errorf("changeset: the observed States holds %d resources, but the change names %d", len(m), len(resources))
 	}
 	return nil
+}
+
+// decodeProblem says what is wrong with arguments that did not decode,
+// with the names and values the caller sent quoted as data.
+func decodeProblem(err error) string {
+	var (
+		te *json.UnmarshalTypeError
+		se *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return "the arguments must be a JSON object"
+		}
+		return "field " + voice.Quote(te.Field) + " must be of JSON type " + jsonKind(te.Type) + ", not " + te.Value
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if u, err := strconv.Unquote(name); err == nil {
+			name = u
+		}
+		return "unknown field " + voice.Quote(name)
+	}
+	return voice.Quote(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names the JSON type that decodes into a Go type.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
 }
 
 // decodeStrict decodes JSON into v, refusing unknown fields.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,7 +21,7 @@ import (
 func (g *Guard) Preview(ctx context.Context, action string, input any) (*PreviewResult, error) {
 	o, ok := g.lookup(action)
 	if !ok {
-		return nil, refuse(ErrNotFound, "", "unknown operation %q", action)
+		return nil, refuse(ErrNotFound, "", "unknown operation %s", voice.Quote(action))
 	}
 	args, err := canonjson.Marshal(input)
 	if err != nil {
@@ -49,7 +49,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	if err != nil {
 		return nil, err
 	}
-	args, runID, err := splitRunID(args)
+	args, runID, err := g.splitRunID(args)
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +57,11 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	if err != nil {
 		return nil, g.previewRefusal(ctx, o.name, err)
 	}
+	if string(p.diff) == "[]" && !o.allowEmptyDiff {
+		return nil, refuse(ErrNoChange, "", "%s", voice.EmptyDiff(o.name))
+	}
 	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
-		return nil, refuse(ErrQuota, "", "the proposal for %s is %d bytes of canonical JSON, over the limit of %d; nothing was stored", o.name, size, g.opts.MaxPayloadBytes)
+		return nil, refuse(ErrQuota, "", "%s", voice.ProposalTooLarge(o.name, size, g.opts.MaxPayloadBytes))
 	}
 	var stateHash ledger.Digest
 	switch {
@@ -162,10 +165,10 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		RunID:             c.RunID,
 		Warnings:          c.Warnings,
 	}
-	res.NextStep = previewNextStep(res.WritesEnabled)
+	res.NextStep = g.voice.PreviewNextStep(res.WritesEnabled, g.unknownWriteMode())
 	if g.opts.Approval == UserApproval && req != nil {
 		// The user approves in the client; the agent gets no token.
-		res.ConfirmationToken, res.NextStep = "", approvalNextStep(res.WritesEnabled)
+		res.ConfirmationToken = ""
 	}
 	return res, nil
 }
@@ -179,7 +182,7 @@ func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope ledger.Digest, now time.T
 		return err
 	}
 	if n >= g.opts.MaxPendingPerScope {
-		return refuse(ErrQuota, "", "%d previews are already waiting for an apply, the limit of this server; nothing was stored. Apply or let expire the previews you have before making more", n)
+		return refuse(ErrQuota, "", "%s", voice.PendingQuota(n))
 	}
 	return nil
 }
@@ -189,26 +192,31 @@ func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope ledger.Digest, now time.T
 func (g *Guard) checkRunOpen(tx *ledger.Tx, runID string, scope ledger.Digest) error {
 	r, err := tx.Run(runID)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ScopeHash != scope) {
-		return runNotFound(runID)
+		return g.noSuchRun(runID)
 	}
 	if err != nil {
 		return err
 	}
 	if r.Status != ledger.RunOpen {
-		return refuse(ErrRunClosed, "", "run %s cannot take new changes (status: %s); start a new run", runID, r.Status)
+		return refuse(ErrRunClosed, "", "%s", g.voice.RunClosed(runID, string(r.Status)))
 	}
 	return nil
 }
 
+// noSuchRun is the refusal for an unknown run (or one of another scope).
+func (g *Guard) noSuchRun(id string) error {
+	return refuse(ErrNotFound, "", "%s", g.voice.RunNotFound(id))
+}
+
 // splitRunID takes the optional "run_id" property out of a preview's
 // arguments.
-func splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
+func (g *Guard) splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
 	if len(args) == 0 {
 		return args, "", nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(args, &m); err != nil {
-		return nil, "", Refuse("the arguments must be a JSON object: %v", err)
+		return nil, "", Refuse("%s", voice.ArgsNotObject())
 	}
 	raw, ok := m["run_id"]
 	if !ok {
@@ -217,10 +225,10 @@ func splitRunID(args json.RawMessage) (json.RawMessage, string, error) {
 	delete(m, "run_id")
 	var runID string
 	if err := json.Unmarshal(raw, &runID); err != nil {
-		return nil, "", Refuse("run_id must be a string")
+		return nil, "", Refuse("%s", voice.RunIDNotString())
 	}
 	if runID != "" && !validID(runID, runIDPrefix) {
-		return nil, "", runNotFound(runID)
+		return nil, "", g.noSuchRun(runID)
 	}
 	rest, err := json.Marshal(m)
 	if err != nil {
@@ -238,7 +246,7 @@ func (g *Guard) previewRefusal(ctx context.Context, action string, err error) er
 		return err
 	}
 	msg := g.logFailure(ctx, "preview failed", err, slog.String("action", action))
-	return &ChangeError{Msg: fmt.Sprintf("the preview of %s failed: %s", action, msg), Err: err}
+	return &ChangeError{Msg: voice.PreviewFailed(action, msg), Err: err}
 }
 
 // logFailure logs err in full at Error level under a short random
@@ -250,18 +258,11 @@ func (g *Guard) logFailure(ctx context.Context, msg string, err error, attrs ...
 	ref := newID(refPrefix)[:len(refPrefix)+8]
 	attrs = append(attrs, slog.String("reference", ref), slog.String("error_type", typeName(err)), slog.String("err", err.Error()))
 	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
-	if text := agentText(err); text != typeName(err) { // a ledger failure, named by its kind
-		return fmt.Sprintf("%s; reference %s", text, ref)
+	if text := agentText(err); text != typeName(err) { // a failure named by its kind
+		return voice.Reference(text, "", ref)
 	}
-	return fmt.Sprintf("%s (reference %s; the server's log has the details)", typeName(err), ref)
+	return voice.Reference("", typeName(err), ref)
 }
 
 // refPrefix starts the reference of a logged failure.
 const refPrefix = "ref_"
-
-func previewNextStep(writesEnabled bool) string {
-	if !writesEnabled {
-		return "Show this diff to the user. Writes are disabled on this server, so apply_change will be refused until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; the preview stays valid until it expires."
-	}
-	return "Show this diff to the user and wait. Only after the user explicitly approves it, call apply_change with change_id and confirmation_token. Do not apply on your own judgement."
-}

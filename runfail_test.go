@@ -410,16 +410,18 @@ func registerGarbled(g *changeset.Guard, s *kv, err error) {
 		return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "garbled:" + in.Key}, nil
 	}
 	changeset.Register(g, &mcp.Tool{Name: "garbled"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: preview,
+		AllowEmptyDiff: true, // its diff is not what the test is about
+		Preview:        preview,
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
 			return setOut{Previous: s.set(p.Key, p.Value)}, nil
 		},
 		Undo: func(ctx context.Context, p setIn, r setOut) error { return err },
 	})
 	changeset.RegisterTx(g, &mcp.Tool{Name: "garbled_tx"}, changeset.TxOperation[setIn, setIn, setOut]{
-		Preview: preview,
-		Apply:   func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) { return setOut{}, nil },
-		Undo:    func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error { return err },
+		AllowEmptyDiff: true, // its diff is not what the test is about
+		Preview:        preview,
+		Apply:          func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) { return setOut{}, nil },
+		Undo:           func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error { return err },
 	})
 }
 

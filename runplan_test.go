@@ -77,6 +77,7 @@ func registerPlanOps(g *changeset.Guard, kv *kv, objs *objects, hook *func()) {
 		},
 	})
 	changeset.Register(g, &mcp.Tool{Name: "create_obj"}, changeset.Operation[objIn, objIn, struct{}]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in objIn) (changeset.Proposal[objIn], error) {
 			if _, ok := objs.get(in.Name); ok {
 				return changeset.Proposal[objIn]{}, changeset.Refuse("%s exists", in.Name)
@@ -303,6 +304,7 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 		f.do(run, "set_plain", map[string]any{"key": "theme", "value": "dark"})
 		started, release := make(chan struct{}), make(chan struct{})
 		changeset.Register(f.guard, &mcp.Tool{Name: "slow"}, changeset.Operation[setIn, setIn, setOut]{
+			AllowEmptyDiff: true, // its diff is not what the test is about
 			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 				return changeset.Proposal[setIn]{Payload: in, Summary: "slow", Resource: "slow:" + in.Key}, nil
 			},
@@ -534,6 +536,7 @@ func exerciseRunPlanRegressions(t *testing.T, kit backendKit) {
 		var fail atomic.Bool
 		fail.Store(true)
 		changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
+			AllowEmptyDiff: true, // its diff is not what the test is about
 			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 				return changeset.Proposal[setIn]{Payload: in, Summary: "flaky " + in.Key, Resource: "flaky:" + in.Key}, nil
 			},

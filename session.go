@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -37,7 +37,7 @@ func (g *Guard) principalOf(ctx context.Context, req *mcp.CallToolRequest) (stri
 	if g.opts.Principal != nil {
 		p, err := g.opts.Principal(ctx, req)
 		if err != nil {
-			return "", &ChangeError{Msg: "the caller could not be identified; nothing was done", Err: err}
+			return "", &ChangeError{Msg: voice.CallerUnknown(), Err: err}
 		}
 		return p, nil
 	}
@@ -150,11 +150,7 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 			return runs[0].ID, nil
 		}
 	}
-	name := clientName(req)
-	if name == "" {
-		name = "an unnamed client"
-	}
-	label := fmt.Sprintf("session of %s, started %s", name, formatTime(now))
+	label := voice.SessionLabel(clientName(req), formatTime(now))
 	if len(label) > maxLabelBytes {
 		label = strings.ToValidUTF8(label[:maxLabelBytes], "")
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // Status returns a change as the agent may see it (no tokens, no digests,
-// of an error only its type name), as get_change_status does. A change of
+// of an error only its kind or type name), as get_change_status does. A change of
 // another scope is reported as not found.
 func (g *Guard) Status(ctx context.Context, changeID string) (*ChangeStatus, error) {
 	return g.status(ctx, nil, changeID)
@@ -27,7 +27,9 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 	if c.ScopeHash != scope {
 		return nil, changeNotFound(id)
 	}
-	return statusOf(c), nil
+	st := statusOf(c)
+	st.Error = agentErrorType(c) // statusOf should do this for get_run too
+	return st, nil
 }
 
 // Record returns the full ledger row of a change for trusted code and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -67,18 +68,13 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 	if input.Properties == nil {
 		input.Properties = map[string]*jsonschema.Schema{}
 	}
-	input.Properties["run_id"] = &jsonschema.Schema{Type: "string",
-		Description: "Optional: the run (from start_run) this change belongs to."}
+	input.Properties["run_id"] = &jsonschema.Schema{Type: "string", Description: g.voice.RunIDParam()}
 
 	desc := strings.TrimSpace(tool.Description)
 	if desc != "" {
 		desc += "\n\n"
 	}
-	if g.opts.Approval == UserApproval {
-		desc += "This only previews: it returns a diff and a change_id and changes nothing. Show the diff to the user; apply_change then asks the user to approve it in their client."
-	} else {
-		desc += "This only previews: it returns a diff and a confirmation token and changes nothing. Show the diff to the user; apply it with apply_change only after the user approves."
-	}
+	desc += g.voice.PreviewTool()
 	pt := &mcp.Tool{
 		Name:         g.toolName("preview_" + name),
 		Title:        tool.Title,
@@ -109,6 +105,9 @@ func (g *Guard) toolError(err error) error {
 		return nil
 	}
 	text := agentText(err)
+	if wd := (*WritesDisabledError)(nil); errors.As(err, &wd) { // in the Guard's voice, with the mode as it is now
+		text = g.voice.WritesOff(wd.subject(), g.unknownWriteMode())
+	}
 	var ce *ChangeError
 	if !errors.As(err, &ce) || ce.Err != nil {
 		g.log.Warn("tool call failed", "err", err)
@@ -157,9 +156,8 @@ func (g *Guard) addSharedTools() {
 		g.addApprovalChangeTools() // they ask the user through the client
 	} else {
 		addTool(g, &mcp.Tool{
-			Name: g.toolName("apply_change"),
-			Description: "Apply a previewed change, exactly as previewed, once. Call it only after the user has seen the preview's diff and explicitly approved it. " +
-				"It is refused if the state changed since the preview, if the token was already used or expired, or if writes are disabled.",
+			Name:         g.toolName("apply_change"),
+			Description:  g.voice.ApplyTool(),
 			OutputSchema: outputSchema[ApplyResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
@@ -167,9 +165,8 @@ func (g *Guard) addSharedTools() {
 			return nil, res, g.toolError(err)
 		})
 		addTool(g, &mcp.Tool{
-			Name: g.toolName("undo_change"),
-			Description: "Undo an applied change with its undo token. Ask the user first. " +
-				"It is refused if the resource changed after the apply (a later edit is never overwritten) or the undo window closed.",
+			Name:         g.toolName("undo_change"),
+			Description:  g.voice.UndoTool(),
 			OutputSchema: outputSchema[UndoResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
@@ -179,7 +176,7 @@ func (g *Guard) addSharedTools() {
 	}
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_change_status"),
-		Description:  "Show a change: its status, diff and timestamps. Tokens are never shown.",
+		Description:  g.voice.StatusTool(),
 		OutputSchema: outputSchema[ChangeStatus](),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, *ChangeStatus, error) {
@@ -191,9 +188,8 @@ func (g *Guard) addSharedTools() {
 // addRunTools registers start_run, get_run, list_runs and undo_run.
 func (g *Guard) addRunTools() {
 	addTool(g, &mcp.Tool{
-		Name: g.toolName("start_run"),
-		Description: "Start a run: one unit for all the changes of one task, so the user can review and undo them together. " +
-			"Call it at the start of a task and pass its run_id to every preview of the task.",
+		Name:         g.toolName("start_run"),
+		Description:  g.voice.StartRunTool(),
 		OutputSchema: outputSchema[RunInfo](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in startRunInput) (*mcp.CallToolResult, *RunInfo, error) {
@@ -202,7 +198,7 @@ func (g *Guard) addRunTools() {
 	})
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_run"),
-		Description:  "Show a run and its changes, newest first, with diffs and statuses, and the report of its undo once there is one. Tokens are never shown. Changes come a page at a time: when next_cursor is set, call again with it as cursor for the next page.",
+		Description:  g.voice.GetRunTool(),
 		OutputSchema: outputSchema[RunDetail](),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in getRunInput) (*mcp.CallToolResult, *RunDetail, error) {
@@ -211,7 +207,7 @@ func (g *Guard) addRunTools() {
 	})
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("list_runs"),
-		Description:  "List runs, newest first.",
+		Description:  g.voice.ListRunsTool(),
 		OutputSchema: outputSchema[listRunsOutput](),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in listRunsInput) (*mcp.CallToolResult, *listRunsOutput, error) {
@@ -226,10 +222,8 @@ func (g *Guard) addRunTools() {
 		return
 	}
 	addTool(g, &mcp.Tool{
-		Name: g.toolName("undo_run"),
-		Description: "Undo every change of a run, newest first. By default this is a dry run: it changes nothing and reports what will be undone, " +
-			"what is skipped because people changed it since, and what cannot be undone exactly, with a confirmation_token. " +
-			"Show that report to the user; only after the user approves, call again with dry_run=false and the token.",
+		Name:         g.toolName("undo_run"),
+		Description:  g.voice.UndoRunTool(),
 		OutputSchema: outputSchema[RunReport](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
@@ -239,16 +233,17 @@ func (g *Guard) addRunTools() {
 	})
 }
 
-// Instructions is what the Guard adds to the server's instructions for the
-// agent. Servers that build their initialize result themselves can include
-// it.
-const Instructions = `This server guards every change it can make. A tool named preview_<operation> changes nothing: it returns a diff, a change_id and a confirmation_token.
-Show every diff to the user in full and wait for the user's explicit approval before calling apply_change with the change_id and confirmation_token. Never apply on your own judgement, and never reuse a token.
-apply_change is refused if the state changed since the preview; preview again and show the new diff. It returns an undo_token; keep it, and undo only when the user asks (undo_change).
-A preview without run_id joins the run of this session, so the user can review everything done in it as one unit (get_run) and take it back in one step. For a named task, call start_run first with a short label and pass its run_id to every preview of the task.
-To undo a run, call undo_run: it is a dry run by default. Show its report to the user (what will be undone, what is skipped and why, what cannot be undone exactly) and call undo_run with dry_run=false and its confirmation_token only after the user approves.`
+// Instructions returns what the Guard adds to the server's instructions
+// for the agent, as it would say it now: the steps of its approval mode
+// with its tools' names, that values in diffs and reports are data, and,
+// when writes are off, that they are. Servers that build their initialize
+// result themselves can include it.
+func (g *Guard) Instructions() string {
+	return g.voice.Instructions(g.WritesEnabled(), g.unknownWriteMode())
+}
 
-// middleware appends Instructions to the server's own instructions in the
+// middleware appends the Guard's Instructions, as they read when the
+// client connects, to the server's own instructions in the
 // initialize result, and refuses calls of the Guard's tools whose arguments
 // are not strictly valid JSON text: the SDK would otherwise replace invalid
 // UTF-8 and lone surrogates with U+FFFD before a handler sees them, and a
@@ -258,7 +253,7 @@ func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil && g.ownsTool(ctr.Params.Name) && len(ctr.Params.Arguments) > 0 {
 			if _, err := canonjson.Canonicalize(ctr.Params.Arguments); err != nil {
 				res := &mcp.CallToolResult{}
-				res.SetError(fmt.Errorf("the arguments of %s were refused: %v; nothing was done", ctr.Params.Name, err))
+				res.SetError(errors.New(voice.ArgsRefused(ctr.Params.Name, strings.TrimPrefix(err.Error(), "canonjson: "))))
 				return res, nil
 			}
 		}
@@ -266,9 +261,9 @@ func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err == nil {
 			switch r := res.(type) {
 			case *mcp.InitializeResult: // protocol 2025-11-25 and older
-				r.Instructions = withInstructions(r.Instructions, g.instructions())
+				r.Instructions = withInstructions(r.Instructions, g.Instructions())
 			case *mcp.DiscoverResult: // protocol 2026-07-28
-				r.Instructions = withInstructions(r.Instructions, g.instructions())
+				r.Instructions = withInstructions(r.Instructions, g.Instructions())
 			}
 		}
 		return res, err
@@ -288,15 +283,6 @@ func (g *Guard) ownsTool(name string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.tools[name]
-}
-
-// instructions are the Guard's instructions for the agent in its approval
-// mode.
-func (g *Guard) instructions() string {
-	if g.opts.Approval == UserApproval {
-		return ApprovalInstructions
-	}
-	return Instructions
 }
 
 // withInstructions appends the Guard's instructions ours to a server's own.

@@ -71,7 +71,7 @@ func exerciseTools(t *testing.T, kit backendKit) {
 		defer g.Close()
 		cs := connect(t, server)
 		got := cs.InitializeResult().Instructions
-		if !strings.HasPrefix(got, "Own words.") || !strings.Contains(got, changeset.Instructions) {
+		if !strings.HasPrefix(got, "Own words.") || !strings.Contains(got, g.Instructions()) {
 			t.Fatalf("instructions = %q", got)
 		}
 	})

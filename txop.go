@@ -35,6 +35,9 @@ type TxOperation[In, P, R any] struct {
 	// Observe reads the current state of what the change touches, inside
 	// tx. Return only what counts as someone's work; nil skips the checks.
 	Observe func(ctx context.Context, tx *sql.Tx, p P) (any, error)
+	// AllowEmptyDiff lets a preview whose diff is empty be stored and
+	// applied, as for Operation.
+	AllowEmptyDiff bool
 }
 
 // RegisterTx adds a transactional operation to g, as Register does for an
@@ -47,7 +50,7 @@ func RegisterTx[In, P, R any](g *Guard, tool *mcp.Tool, op TxOperation[In, P, R]
 		panic(fmt.Sprintf("changeset.RegisterTx %q: Preview and Apply are required", tool.Name))
 	}
 	// The preview half is an ordinary operation; the rest runs in a tx.
-	o := erase(tool.Name, tool.Description, Operation[In, P, R]{Preview: op.Preview})
+	o := erase(tool.Name, tool.Description, Operation[In, P, R]{Preview: op.Preview, AllowEmptyDiff: op.AllowEmptyDiff})
 	o.apply = nil
 	o.tx = &txFuncs{
 		apply: func(ctx context.Context, tx *sql.Tx, payload json.RawMessage) (any, error) {

@@ -164,12 +164,12 @@ func TestWritesDisabled_BannerShownAndUndoRefusedWithNothingChanged(t *testing.T
 	if undo.Code != http.StatusServiceUnavailable {
 		t.Fatalf("undo with writes disabled = %d, want 503", undo.Code)
 	}
-	mustContain(t, "refused undo", undo.Body, "Refused: writes are disabled on this server")
+	mustContain(t, "refused undo", undo.Body, "Refused: writes are off on this server")
 	one := c.post("/changes/"+s.single+"/undo", nil)
 	if one.Code != http.StatusServiceUnavailable {
 		t.Fatalf("undo change with writes disabled = %d, want 503", one.Code)
 	}
-	mustContain(t, "refused change undo", one.Body, "writes are disabled")
+	mustContain(t, "refused change undo", one.Body, "was not undone: writes are off")
 	if f.snapshot() != before {
 		t.Error("a refused undo changed something")
 	}

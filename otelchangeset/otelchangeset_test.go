@@ -112,6 +112,7 @@ func newHarness(t *testing.T) *harness {
 		Observe: func(ctx context.Context, p setIn) (any, error) { return h.store.get(p.Key), nil },
 	})
 	changeset.Register(g, &mcp.Tool{Name: "strict_setting"}, changeset.Operation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
@@ -120,6 +121,7 @@ func newHarness(t *testing.T) *harness {
 		},
 	})
 	changeset.Register(g, &mcp.Tool{Name: "busy_setting"}, changeset.Operation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
@@ -153,6 +155,7 @@ func registerRowOp(t *testing.T, g *changeset.Guard) {
 		return v, err
 	}
 	changeset.RegisterTx(g, &mcp.Tool{Name: "set_row"}, changeset.TxOperation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "Set row " + in.Key, Resource: "row:" + in.Key}, nil
 		},

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -44,7 +43,7 @@ func TestMain_UserApprovalFlag(t *testing.T) {
 		}
 		cs.Close()
 		cancel()
-		asksUser := strings.Contains(instructions, changeset.ApprovalInstructions)
+		asksUser := strings.Contains(instructions, "asks the user itself before any change is made")
 		tokenRequired := slices.Contains(required, "confirmation_token")
 		if asksUser != on || tokenRequired == on {
 			t.Errorf("--user-approval=%v: instructions ask the user: %v, apply_change requires a token: %v (required %v)", on, asksUser, tokenRequired, required)

@@ -118,6 +118,7 @@ func register(g *changeset.Guard, s *store, withTx bool) error {
 		Observe: func(ctx context.Context, p setIn) (any, error) { return s.get(p.Key), nil },
 	})
 	changeset.Register(g, &mcp.Tool{Name: opRace}, changeset.Operation[setIn, setIn, struct{}]{
+		AllowEmptyDiff: true, // the benchmark measures the path, not the diff
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "race " + in.Tag}, nil
 		},
@@ -130,6 +131,7 @@ func register(g *changeset.Guard, s *store, withTx bool) error {
 		return fmt.Errorf("create the benchmark's tables: %w", err)
 	}
 	changeset.RegisterTx(g, &mcp.Tool{Name: opTx}, changeset.TxOperation[setIn, setIn, setOut]{
+		AllowEmptyDiff: true, // the benchmark measures the path, not the diff
 		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
 			return changeset.Proposal[setIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
 		},

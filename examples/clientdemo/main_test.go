@@ -48,7 +48,7 @@ func TestDemo(t *testing.T) {
 	promises := []struct{ what, pattern string }{
 		{"the server starts with writes off", `(?m)^▸ started the notes server .*without MCP_CHANGESET_WRITE_MODE: writes are off`},
 		{"a preview with its diff and a shortened token", `(?m)^✓ preview_write_note todo\.txt → chg_[0-9a-f]{4}… \(diff: content \(none\) → "buy milk\\n"\), token confirm_[A-Za-z0-9_-]{3}…; nothing written$`},
-		{"writes off: the apply is refused", `(?m)^✓ apply_change chg_[0-9a-f]{4}… \(writes off\) → refused: .*writes are disabled.*\(the token was not spent\); todo\.txt not written$`},
+		{"writes off: the apply is refused", `(?m)^✓ apply_change chg_[0-9a-f]{4}… \(writes off\) → refused: .*writes are off.*the token was not spent; writes stay off until an operator sets MCP_CHANGESET_WRITE_MODE=guarded; todo\.txt not written$`},
 		{"writes off: the token is not spent", `(?m)^✓ get_change_status chg_[0-9a-f]{4}… → still pending: the token is not spent$`},
 		{"writes on: the same token applies", `(?m)^▸ restarted the notes server with MCP_CHANGESET_WRITE_MODE=guarded[^\n]*\n✓ apply_change chg_[0-9a-f]{4}… with the same token confirm_\S{3}… → applied; todo\.txt holds "buy milk\\n"`},
 		{"a replay is refused", `(?m)^✓ apply_change chg_[0-9a-f]{4}… with confirm_\S{3}… again \(a replay\) → refused: .*cannot be applied \(status: applied\)$`},

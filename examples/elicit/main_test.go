@@ -98,7 +98,7 @@ func TestElicit_ClientWithoutElicitationIsToldWhatToDo(t *testing.T) {
 	cs := start(t, "", nil)
 	prev, _ := call(t, cs, "preview_set_setting", map[string]any{"key": "theme", "value": "dark"})
 	_, errText := call(t, cs, "apply_change", map[string]any{"change_id": prev["change_id"]})
-	if !strings.Contains(errText, "does not support form elicitation") || !strings.Contains(errText, "token approval") {
+	if !strings.Contains(errText, "this client does not support it") || !strings.Contains(errText, "token approval") {
 		t.Fatalf("apply without elicitation: %q", errText)
 	}
 }

@@ -437,7 +437,7 @@ func TestTx_FailedApplyRollsBackAndSpendsToken(t *testing.T) {
 		panic("boom")
 	}
 	_, errText := e.call("apply_change", map[string]any{"change_id": p["change_id"], "confirmation_token": p["confirmation_token"]})
-	if !strings.Contains(errText, "PanicError") {
+	if !strings.Contains(errText, "crashed (panicked)") || strings.Contains(errText, "changeset.") {
 		t.Fatalf("apply: %q", errText)
 	}
 	if st := e.must("get_change_status", map[string]any{"change_id": p["change_id"]}); st["status"] != "apply_failed" {

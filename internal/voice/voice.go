@@ -50,7 +50,9 @@ type Voice struct {
 }
 
 // New returns the voice of a Guard whose tools carry prefix, whose writes
-// are enabled by the environment variable env, approving by mode.
+// are enabled by the environment variable env ("" when the Guard's
+// options fix the write mode, so that no variable turns writes on),
+// approving by mode.
 func New(prefix, env string, mode Mode) *Voice {
 	return &Voice{prefix: prefix, env: env, mode: mode}
 }
@@ -59,7 +61,8 @@ func New(prefix, env string, mode Mode) *Voice {
 // the Guard's prefix.
 func (v *Voice) Tool(name string) string { return v.prefix + name }
 
-// Env is the environment variable that turns writes on.
+// Env is the environment variable that turns writes on, or "" when none
+// does.
 func (v *Voice) Env() string { return v.env }
 
 // Mode is the voice's approval mode.

@@ -1,0 +1,68 @@
+package voice
+
+// The descriptions of the Guard's tools, and of the run_id property it
+// adds to every preview tool's input. Each says what the tool does and
+// what to do with its answer, in as few words as that takes: the agent
+// reads them in every conversation.
+
+// PreviewTool is what a preview tool's description adds to the
+// operation's own description.
+func (v *Voice) PreviewTool() string {
+	if v.mode == User {
+		return "Previews only: returns a diff and a change_id, changes nothing. Show the diff to the user, then call " + v.Tool("apply_change") + "; their client asks them to approve."
+	}
+	return "Previews only: returns a diff and a confirmation_token, changes nothing. Show the diff to the user; call " + v.Tool("apply_change") + " only after they approve."
+}
+
+// RunIDParam describes the optional run_id of a preview tool's input.
+func (v *Voice) RunIDParam() string {
+	return "Optional: the run_id from " + v.Tool("start_run") + " that this change joins."
+}
+
+// ApplyTool describes apply_change.
+func (v *Voice) ApplyTool() string {
+	if v.mode == User {
+		return "Apply a previewed change, once, exactly as previewed. The user's client asks them to approve it first, showing the diff. Refused if the state changed, the preview expired, or writes are off."
+	}
+	return "Apply a previewed change, once, exactly as previewed. Call it only after the user saw the diff and approved. Refused if the state changed, the token is spent or expired, or writes are off."
+}
+
+// UndoTool describes undo_change.
+func (v *Voice) UndoTool() string {
+	if v.mode == User {
+		return "Undo an applied change when the user asks; their client asks them to approve. Refused if the resource changed since (later edits are kept) or the undo window closed."
+	}
+	return "Undo an applied change with its undo_token, when the user asks. Refused if the resource changed since (later edits are kept) or the undo window closed."
+}
+
+// StatusTool describes get_change_status.
+func (v *Voice) StatusTool() string {
+	return "Show a change: its status, diff and times. Tokens are never shown."
+}
+
+// StartRunTool describes start_run.
+func (v *Voice) StartRunTool() string {
+	return "Start a run: one unit for a task's changes, which the user can review and undo together. Pass its run_id to every preview of the task."
+}
+
+// GetRunTool describes get_run.
+func (v *Voice) GetRunTool() string {
+	return "Show a run: its changes, newest first, with diffs and statuses, and its undo report if any. When next_cursor is set, call again with it as cursor for more."
+}
+
+// ListRunsTool describes list_runs.
+func (v *Voice) ListRunsTool() string { return "List runs, newest first." }
+
+// UndoRunTool describes undo_run.
+func (v *Voice) UndoRunTool() string {
+	if v.mode == User {
+		return "Undo a run's changes, newest first. The default dry run changes nothing: it reports what would be undone, skipped (changed since by people) or not undone exactly. Show it to the user, then call again with dry_run=false; their client asks them to approve."
+	}
+	return "Undo a run's changes, newest first. The default dry run changes nothing: it reports what would be undone, skipped (changed since by people) or not undone exactly, with a confirmation_token. Only after the user approves it, call again with dry_run=false and the token."
+}
+
+// ApproveField describes the one field of the approval form the user's
+// client shows.
+func ApproveField() string {
+	return "Yes goes ahead exactly as shown; no leaves everything as it is."
+}
