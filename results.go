@@ -83,8 +83,16 @@ type ChangeStatus struct {
 	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"true when the failed change is known to have written nothing"`
 }
 
-// statusOf builds the agent's view of a change.
-func statusOf(c *ledger.Change) *ChangeStatus {
+// statusOf builds the agent's view of a change, as of now: Undoable only
+// when an undo could be claimed now, AppliedBy only for a change that was
+// applied, and a failure in the words of the voice (see
+// voice.Voice.FailureError).
+func (g *Guard) statusOf(c *ledger.Change) *ChangeStatus {
+	appliedBy := ""
+	switch c.Status {
+	case ledger.Applied, ledger.Undoing, ledger.Undone, ledger.UndoFailed:
+		appliedBy = c.AppliedBy
+	}
 	return &ChangeStatus{
 		ChangeID:       c.ID,
 		Action:         c.Action,
@@ -94,20 +102,34 @@ func statusOf(c *ledger.Change) *ChangeStatus {
 		RunID:          c.RunID,
 		Resource:       c.Resource,
 		Warnings:       c.Warnings,
-		Undoable:       c.Undoable,
+		Undoable:       g.undoableNow(c),
 		CreatedAt:      formatTime(c.CreatedAt),
 		UpdatedAt:      formatTime(c.UpdatedAt),
 		ExpiresAt:      formatTime(c.ExpiresAt),
 		AppliedAt:      formatTime(c.AppliedAt),
 		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
 		UndoneAt:       formatTime(c.UndoneAt),
-		Error:          c.ErrorType,
+		Error:          g.voice.FailureError(string(c.Failure), c.ErrorType),
 		PreviewedBy:    c.PreviewedBy,
-		AppliedBy:      c.AppliedBy,
+		AppliedBy:      appliedBy,
 		UndoneBy:       c.UndoneBy,
 		Failure:        string(c.Failure),
 		NothingWritten: c.NothingWritten,
 	}
+}
+
+// undoableNow reports whether an undo of c could be claimed now: it is
+// applied, its operation has an inverse and is still registered, its undo
+// token is live, and its undo window is open.
+func (g *Guard) undoableNow(c *ledger.Change) bool {
+	if c.Status != ledger.Applied || !c.Undoable || c.UndoHash == "" {
+		return false
+	}
+	if !c.UndoExpiresAt.IsZero() && !g.now().Before(c.UndoExpiresAt) {
+		return false
+	}
+	o, ok := g.lookup(c.Action)
+	return ok && o.hasUndo()
 }
 
 // diffViews decodes a stored canonical diff. The ledger only ever holds

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -66,7 +67,7 @@ func (g *Guard) StartRun(ctx context.Context, label string) (*RunInfo, error) {
 
 func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label string) (*RunInfo, error) {
 	if !utf8.ValidString(label) || len(label) > maxLabelBytes {
-		return nil, Refuse("a run's label must be valid UTF-8 of at most %d bytes", maxLabelBytes)
+		return nil, Refuse("%s", g.voice.RunLabelInvalid(maxLabelBytes))
 	}
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
@@ -94,7 +95,7 @@ func (g *Guard) Run(ctx context.Context, runID string, page RunPage) (*RunDetail
 func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID string, page RunPage) (*RunDetail, error) {
 	switch {
 	case page.Limit < 0 || page.Limit > MaxRunPageLimit:
-		return nil, Refuse("limit must be between 1 and %d", MaxRunPageLimit)
+		return nil, Refuse("%s", g.voice.PageLimitInvalid(MaxRunPageLimit))
 	case page.Limit == 0:
 		page.Limit = DefaultRunPageLimit
 	}
@@ -106,7 +107,7 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 	if page.Cursor != "" {
 		after, err := g.ledger.Get(ctx, page.Cursor)
 		if !validID(page.Cursor, changeIDPrefix) || err != nil || after.RunID != r.ID {
-			return nil, Refuse("cursor %q is not a next_cursor of run %s; start again without a cursor", cut(page.Cursor, 32), r.ID)
+			return nil, Refuse("%s", g.voice.RunCursorInvalid(cut(page.Cursor, 32), r.ID))
 		}
 		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
 	}
@@ -121,12 +122,12 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 			d.NextCursor = changes[i-1].ID
 			break
 		}
-		st := statusOf(c)
+		st := g.statusOf(c)
 		size += approxSize(st)
 		d.Changes = append(d.Changes, *st)
 	}
 	if r.Report != nil {
-		d.Report, err = decodeReport(r.Report)
+		d.Report, err = decodeReport(r.Report) // shown as stored: get_run reads it, nothing replays it
 		if err != nil {
 			return nil, err
 		}
@@ -149,14 +150,14 @@ func (g *Guard) listRuns(ctx context.Context, req *mcp.CallToolRequest, status s
 	f := ledger.RunFilter{ScopeHash: scope, Limit: 20}
 	switch {
 	case limit < 0 || limit > 100:
-		return nil, Refuse("limit must be between 1 and 100")
+		return nil, Refuse("%s", g.voice.PageLimitInvalid(100))
 	case limit > 0:
 		f.Limit = limit
 	}
 	if status != "" {
 		s := ledger.RunStatus(status)
 		if !s.Valid() {
-			return nil, Refuse("unknown run status %q (want open, undoing, undone or partially_undone)", status)
+			return nil, Refuse("%s", g.voice.RunStatusUnknown(status))
 		}
 		f.Statuses = []ledger.RunStatus{s}
 	}
@@ -182,7 +183,7 @@ func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID s
 		return nil, err
 	}
 	if r.ScopeHash != scope {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	return r, nil
 }
@@ -190,17 +191,28 @@ func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID s
 // getRun reads a run whatever its scope.
 func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 	if !validID(runID, runIDPrefix) {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	r, err := g.ledger.GetRun(ctx, runID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	return r, err
 }
 
+// noSuchRun refuses a run the caller cannot see, naming the Guard's own
+// start_run.
+func (g *Guard) noSuchRun(id string) error {
+	return refuse(ErrNotFound, "", "%s", g.voice.RunNotFound(id))
+}
+
+// runNotFound is noSuchRun without the Guard's voice, for the callers
+// that have not moved to it yet (preview.go): it names start_run without
+// Options.Prefix.
+//
+// Deprecated: use Guard.noSuchRun.
 func runNotFound(id string) error {
-	return refuse(ErrNotFound, "", "run %s not found; start one with start_run", id)
+	return refuse(ErrNotFound, "", "%s", voice.New("", "", voice.Token).RunNotFound(id))
 }
 
 // approxSize is about the size of a change's JSON in an answer.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,6 +54,11 @@ type RunReport struct {
 	// Note is an operator's note on a run whose undo was interrupted and
 	// reconciled (see ledger.Ledger.ReconcileRun).
 	Note string `json:"note,omitempty"`
+	// Replayed is true when the run was already undone and this is the
+	// stored report of that undo, returned again: nothing was done now.
+	// ReplayNote then says when and by whom the undo ran.
+	Replayed   bool   `json:"replayed,omitempty" jsonschema:"true when this is the stored report of an undo that already ran; nothing was done now"`
+	ReplayNote string `json:"replay_note,omitempty" jsonschema:"when the stored report is replayed: when and by whom the undo ran"`
 }
 
 // RunStep is one change in a run report.
@@ -95,6 +101,20 @@ type RunNote struct {
 // what runs is what the person saw. by names the person (see Person) and is
 // recorded with the run and every change it undoes. Unlike the agent's
 // undo_run it ignores scopes: trusted code sees every run.
+//
+// A run already undone (undone or partially_undone) is not undone again:
+// UndoRun returns the stored report of its undo with Replayed set and a
+// ReplayNote of when and by whom it ran, as the agent's undo_run does.
+//
+// A plan that undoes and closes nothing (every change is skipped or
+// irreversible, or none is applied) needs no approval: its dry run says
+// "Nothing to undo" in NextStep, and the agent's undo_run issues no
+// confirmation token for it; the agent's real undo of such a plan then
+// changes nothing, leaves the run open and returns the plan's report,
+// whose NextStep says nothing was done. UndoRun without dryRun, called by
+// a person, still closes such a run without a write (undone when nothing
+// of it is left, partially_undone otherwise), so that a person can close a
+// run whose changes were each undone or kept on their own.
 func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by string) (*RunReport, error) {
 	if by == "" {
 		by = Person("unknown")
@@ -170,15 +190,12 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
-		return decodeReport(r.Report)
+		return g.replayReport(r)
 	case ledger.RunUndoing:
-		return nil, runBusy(r.ID)
+		return nil, g.runBusy(r.ID)
 	}
 	if !dryRun && !g.WritesEnabled() {
 		return nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
-	}
-	if !dryRun && !trusted && !validToken(token, confirmPrefix) {
-		return nil, refuse(ErrInvalidToken, "", "undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
 	}
 	plan, err := g.planRun(ctx, r)
 	if err != nil {
@@ -186,6 +203,12 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	}
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, trusted)
+	}
+	if len(plan.Actions()) == 0 && !trusted {
+		return g.nothingToUndo(plan, r.ID, false), nil // no token was issued: there is nothing to approve
+	}
+	if !trusted && !validToken(token, confirmPrefix) {
+		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
 	stored, err := g.claimRun(ctx, r, plan, token, by, trusted)
 	if err != nil || stored != nil {
@@ -197,8 +220,34 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	return g.executeRun(ctx, r, plan, reviewed, by)
 }
 
-func runBusy(id string) error {
-	return refuse(ErrBusy, "", "run %s is being undone by another request; ask again with get_run when it finishes", id)
+func (g *Guard) runBusy(id string) error {
+	return refuse(ErrBusy, "", "%s", g.voice.RunBusy(id))
+}
+
+// replayReport is the stored report of the undo of r, a run already
+// undone, returned again: marked Replayed, with a note of when and by whom
+// it ran, and nothing in it that asks for a next step.
+func (g *Guard) replayReport(r *ledger.Run) (*RunReport, error) {
+	rep, err := decodeReport(r.Report)
+	if err != nil {
+		return nil, err
+	}
+	if rep.UndoneBy == "" {
+		rep.UndoneBy = r.UndoneBy
+	}
+	rep.DryRun, rep.Status, rep.Replayed = false, string(r.Status), true
+	rep.ConfirmationToken, rep.ExpiresAt, rep.NextStep = "", "", ""
+	rep.ReplayNote = g.voice.RunReplayed(string(r.Status), formatTime(r.UpdatedAt), rep.UndoneBy)
+	return rep, nil
+}
+
+// nothingToUndo is the report of a plan that undoes and closes nothing:
+// it asks for no approval and, for a real undo, says nothing was done.
+func (g *Guard) nothingToUndo(plan *undoplan.Plan, runID string, dryRun bool) *RunReport {
+	rep := reportOf(g.voice, plan, runID, dryRun)
+	rep.Status = string(ledger.RunOpen)
+	rep.NextStep = g.voice.RunNothingToUndo(dryRun)
+	return rep
 }
 
 // maxReportSummary caps a change's summary in a run report.
@@ -206,7 +255,7 @@ const maxReportSummary = 300
 
 // reportOf renders a plan as a dry run's report (will_undo) or a real
 // undo's (undone).
-func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
+func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
 	undo := []RunStep{}
 	for _, s := range p.Steps {
@@ -220,8 +269,7 @@ func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 			rep.NotCarriedOut = append(rep.NotCarriedOut, c.ID)
 		}
 		if s.LinkedTo != "" {
-			rep.Notes = append(rep.Notes, note(fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
-				"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.LinkedTo, s.LinkedTo), nil))
+			rep.Notes = append(rep.Notes, note(v.ReasonLinked(s.LinkedTo), nil))
 		}
 		switch {
 		case s.CarriesOut() && s.Failed != "":
@@ -250,7 +298,10 @@ func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
 func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, trusted bool) (*RunReport, error) {
-	rep := reportOf(plan, r.ID, true)
+	if len(plan.Actions()) == 0 {
+		return g.nothingToUndo(plan, r.ID, true), nil // no token: there is nothing to approve
+	}
+	rep := reportOf(g.voice, plan, r.ID, true)
 	rep.Status = string(ledger.RunOpen)
 	if trusted {
 		return rep, nil
@@ -263,7 +314,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 			return err
 		}
 		if cur.Status != ledger.RunOpen {
-			return refuse(ErrBusy, "", "run %s is %s; ask again", r.ID, cur.Status)
+			return refuse(ErrBusy, "", "%s", g.voice.RunMoved(r.ID, string(cur.Status)))
 		}
 		cur.PlanHash = plan.Hash
 		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.Hash, token)
@@ -274,18 +325,18 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 		return nil, err
 	}
 	rep.ConfirmationToken, rep.ExpiresAt = token, formatTime(expires)
-	rep.NextStep = "Nothing has been changed yet. Show this report to the user: what will be undone, what is skipped and why, and what cannot be undone exactly. " +
-		"Only if the user approves, call undo_run with dry_run=false and this confirmation_token."
+	rep.NextStep = g.voice.RunDryRunNext()
 	return rep, nil
 }
 
 // claimRun moves the run from open to undoing: one claim per run, whatever
 // the number of processes. The agent's claim needs the dry run's token and
 // the same plan the token was issued for. When another request finished
-// undoing the run meanwhile, claimRun returns that undo's stored report.
+// undoing the run meanwhile, claimRun returns that undo's stored report,
+// replayed.
 func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token, by string, trusted bool) (*RunReport, error) {
 	var refusal error
-	var stored json.RawMessage
+	var stored *ledger.Run
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		refusal, stored = nil, nil // WithTx may run this again
 		cur, err := tx.Run(r.ID)
@@ -295,22 +346,22 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		now := g.now()
 		switch {
 		case cur.Status == ledger.RunUndone || cur.Status == ledger.RunPartiallyUndone:
-			stored = cur.Report
+			stored = cur
 			return nil
 		case cur.Status == ledger.RunUndoing:
-			refusal = runBusy(r.ID)
+			refusal = g.runBusy(r.ID)
 			return nil
 		case cur.Status != ledger.RunOpen:
-			refusal = refuse(ErrWrongStatus, "", "run %s cannot be undone (status: %s)", r.ID, cur.Status)
+			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
 			return nil
 		case !trusted && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
-			refusal = refuse(ErrInvalidToken, "", "invalid confirmation token for run %s: use the token of the latest dry run (undo_run with dry_run=true)", r.ID)
+			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
 			return nil
 		case !trusted && !now.Before(cur.ConfirmExpiresAt):
-			refusal = refuse(ErrExpired, "", "the dry run of run %s expired at %s; run the dry run again", r.ID, formatTime(cur.ConfirmExpiresAt))
+			refusal = refuse(ErrExpired, "", "%s", g.voice.RunDryRunExpired(r.ID, formatTime(cur.ConfirmExpiresAt)))
 			return nil
 		case !trusted && cur.PlanHash != plan.Hash:
-			refusal = refuse(ErrStateChanged, "", "what undoing run %s would do has changed since the dry run; run the dry run again and show the new report", r.ID)
+			refusal = refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 			return nil
 		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now
@@ -319,11 +370,11 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 	})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
-		return nil, runBusy(r.ID)
+		return nil, g.runBusy(r.ID)
 	case err != nil:
 		return nil, err
 	case stored != nil:
-		return decodeReport(stored)
+		return g.replayReport(stored)
 	}
 	return nil, refusal
 }

@@ -27,7 +27,7 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 	if c.ScopeHash != scope {
 		return nil, changeNotFound(id)
 	}
-	return statusOf(c), nil
+	return g.statusOf(c), nil
 }
 
 // Record returns the full ledger row of a change for trusted code and
