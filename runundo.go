@@ -109,9 +109,11 @@ type RunNote struct {
 // A plan that undoes and closes nothing (every change is skipped or
 // irreversible, or none is applied) needs no approval: its dry run says
 // "Nothing to undo" in NextStep, and the agent's undo_run issues no
-// confirmation token for it; the agent's real undo of such a plan then
-// changes nothing, leaves the run open and returns the plan's report,
-// whose NextStep says nothing was done. UndoRun without dryRun, called by
+// confirmation token for it; the agent's real undo of such a plan without
+// a token then changes nothing, leaves the run open and returns the plan's
+// report, whose NextStep says nothing was done (with the token of an
+// earlier dry run whose plan did undo something, it is refused because the
+// plan changed). UndoRun without dryRun, called by
 // a person, still closes such a run without a write (undone when nothing
 // of it is left, partially_undone otherwise), so that a person can close a
 // run whose changes were each undone or kept on their own.
@@ -204,8 +206,10 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, trusted)
 	}
-	if len(plan.Actions()) == 0 && !trusted {
-		return g.nothingToUndo(plan, r.ID, false), nil // no token was issued: there is nothing to approve
+	if len(plan.Actions()) == 0 && !trusted && token == "" {
+		// Nothing to approve, so no token was issued. A caller holding the
+		// token of an earlier plan is told below that the plan changed.
+		return g.nothingToUndo(plan, r.ID, false), nil
 	}
 	if !trusted && !validToken(token, confirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))

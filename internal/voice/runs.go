@@ -90,7 +90,7 @@ func (v *Voice) RunPlanChanged(id string) string {
 		return fmt.Sprintf("run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
 			"Run the dry run again, show the new report to the user, and call %s with dry_run=false to ask the user about it.", ID(id), v.Tool("undo_run"))
 	}
-	return fmt.Sprintf("what undoing run %s would do has changed since the dry run; nothing was undone. Run the dry run again and show the new report to the user", ID(id))
+	return fmt.Sprintf("what undoing run %s would do has changed since the dry run; run the dry run again and show the new report to the user. Nothing was undone.", ID(id))
 }
 
 // RunDryRunNext is the next step of a dry run whose plan undoes or closes
