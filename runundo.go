@@ -267,7 +267,7 @@ func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunR
 		summary := cut(c.Summary, maxReportSummary)
 		step := RunStep{ChangeID: c.ID, Action: c.Action, Summary: summary, Resource: c.Resource, Resources: c.Resources, Transactional: s.Op.Tx}
 		note := func(reason string, drift []undoplan.Drift) RunNote {
-			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(drift)}
+			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(v, drift)}
 		}
 		if s.Reviewed && (!s.CarriesOut() || s.Failed != "") {
 			rep.NotCarriedOut = append(rep.NotCarriedOut, c.ID)

@@ -255,6 +255,17 @@ func (v *Voice) ChangeNoLongerApplied(id, status string) string {
 // agent may be told of the error.
 func (v *Voice) ReasonUndoFailed(failure string) string { return "undo failed: " + failure }
 
+// DriftMoreFields is the found value of the last drift entry of a change
+// whose drift was cut: how many more fields differ.
+func (v *Voice) DriftMoreFields(n int) string { return fmt.Sprintf("%d more fields differ", n) }
+
+// DriftValueCut is a drift value too long for a report, cut to its start:
+// a string that says how long the whole was. start is JSON text, kept as
+// the string's content.
+func (v *Voice) DriftValueCut(start string, total int) string {
+	return fmt.Sprintf("%s… (%d bytes in all)", start, total)
+}
+
 // Drift is one thing a run's undo found moved: a field (or, Field empty,
 // the whole state) of a resource (Resource empty for a change of one).
 // Expected is what the change left, Found what is there now (JSON).
