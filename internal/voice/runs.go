@@ -108,9 +108,9 @@ func (v *Voice) RunDryRunNext() string {
 // real undo of such a plan does nothing.
 func (v *Voice) RunNothingToUndo(dryRun bool) string {
 	if dryRun {
-		return "Nothing to undo: no change of this run can be undone now (see skipped and irreversible for why). No approval is needed."
+		return "Nothing to undo: no change of this run can be undone now; skipped and irreversible say why. Tell the user; there is nothing to approve."
 	}
-	return "Nothing to undo: no change of this run can be undone now (see skipped and irreversible for why). Nothing was done."
+	return "Nothing to undo: no change of this run can be undone now; skipped and irreversible say why. Nothing was done."
 }
 
 // RunReplayed is the note of a stored report returned again: the run was
