@@ -87,37 +87,6 @@ func walkStrings(v any, key string, fn func(key, s string)) {
 // names.
 var unprefixedTool = regexp.MustCompile(`(^|[^A-Za-z0-9_])(apply_change|undo_change|get_change_status|start_run|get_run|list_runs|undo_run|preview_)`)
 
-// awaitingRunTexts are texts written by the run-undo code, which a change
-// of its own moves into the Guard's voice. They are logged, not failed,
-// until it lands; delete this list then.
-var awaitingRunTexts = []string{
-	"call undo_run with dry_run=false",      // runundo.go: the dry run's next_step
-	"Check it with get_change_status",       // internal/undoplan: a skip's reason
-	"the undo_token from apply_change",      // tools.go undoInput's jsonschema tag
-	"task (started with start_run)",         // run.go RunInfo.Kind's jsonschema tag
-	"start one with start_run",              // run.go runNotFound
-	"ask again with get_run",                // runundo.go runBusy
-	"undo_run with dry_run=true",            // runundo.go
-	"call undo_run with dry_run=true, show", // runundo.go
-	"the user's client will ask the user",   // approvalrun.go
-	"undo_run with dry_run=false to ask",    // approvalrun.go
-}
-
-// awaitingRun reports whether text, received as where says, is one of
-// awaitingRunTexts: a result or refusal of a run tool, or a schema's
-// description, never the instructions or a tool's description.
-func awaitingRun(where, text string) bool {
-	if !strings.Contains(where, "undo_run") && !strings.Contains(where, "get_run") && !strings.HasSuffix(where, " schema") {
-		return false
-	}
-	for _, a := range awaitingRunTexts {
-		if strings.Contains(text, a) {
-			return true
-		}
-	}
-	return false
-}
-
 // With Options.Prefix and Options.WriteModeEnv set, no text the agent
 // receives in a session that calls every tool, and meets the common
 // refusals, names a tool without the prefix or the default write-mode
@@ -174,10 +143,6 @@ func TestAgentText_PrefixAndWriteModeEnvReachEveryText(t *testing.T) {
 					refusals++
 				}
 				if m := unprefixedTool.FindString(x.text); m != "" {
-					if awaitingRun(x.where, x.text) {
-						t.Logf("%s (awaiting the run-undo texts): %q", x.where, x.text)
-						continue
-					}
 					t.Errorf("%s names the unprefixed tool %q: %q", x.where, strings.TrimLeft(m, " (\"'"), x.text)
 				}
 				if strings.Contains(x.text, changeset.DefaultWriteModeEnv) {

@@ -13,19 +13,15 @@ import (
 // user to approve the plan of the dry run walk.
 func (g *Guard) addApprovalUndoRun() {
 	addTool(g, &mcp.Tool{
-		Name: g.toolName("undo_run"),
-		Description: "Undo every change of a run, newest first. By default this is a dry run: it changes nothing and reports what will be undone, " +
-			"what is skipped because people changed it since, and what cannot be undone exactly. " +
-			"Show that report to the user; to undo, call again with dry_run=false: the user's client asks the user to approve the plan, and the run is undone only if the user accepts.",
+		Name:         g.toolName("undo_run"),
+		Description:  g.voice.UndoRunTool(),
 		OutputSchema: outputSchema[RunReport](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
 		if in.DryRun == nil || *in.DryRun {
 			rep, err := g.undoRunTool(ctx, req, in.RunID, true, "")
 			if rep != nil && rep.DryRun {
-				rep.ConfirmationToken, rep.ExpiresAt = "", ""
-				rep.NextStep = "Nothing has been changed yet. Show this report to the user: what will be undone, what is skipped and why, and what cannot be undone exactly. " +
-					"To undo, call undo_run with dry_run=false: the user's client will ask the user to approve this plan."
+				rep.ConfirmationToken, rep.ExpiresAt = "", "" // the user approves in the client; next_step says so
 			}
 			return nil, rep, g.toolError(err)
 		}
@@ -39,7 +35,9 @@ func (g *Guard) addApprovalUndoRun() {
 // the user about that plan, sealing the plan's hash in the state. With an
 // answer it verifies the state and the answer, plans the run again and
 // refuses if the plan is no longer the one the user approved; otherwise it
-// claims the run and carries out that plan through the trusted path.
+// claims the run and carries out that plan through the trusted path. A run
+// already undone gets its stored report, replayed; a plan that undoes and
+// closes nothing gets its report without asking the user anything.
 func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, token string) (*mcp.CallToolResult, *RunReport, error) {
 	const verb = "undone"
 	tool := g.toolName("undo_run")
@@ -63,32 +61,34 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	}
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
-		rep, err := decodeReport(r.Report)
+		rep, err := g.replayReport(r)
 		return nil, rep, err
 	case ledger.RunUndoing:
-		return nil, nil, runBusy(r.ID)
+		return nil, nil, g.runBusy(r.ID)
 	}
 	if !g.WritesEnabled() {
 		return nil, nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
 	}
 	if token != "" && !(validToken(token, confirmPrefix) && tokenMatches(r.ConfirmHash, purposeRunUndo, r.ID, r.PlanHash, token)) {
-		return nil, nil, refuse(ErrInvalidToken, "", "invalid confirmation token for run %s; it is not needed with user approval, so leave it out", r.ID)
-	}
-	if st == nil && !canElicitForm(req) {
-		return nil, nil, noElicitation(subject, verb)
+		return nil, nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenNotNeeded(r.ID))
 	}
 	plan, err := g.planRun(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
+	if st == nil && len(plan.Actions()) == 0 {
+		return nil, g.nothingToUndo(plan, r.ID, false), nil // nothing to ask the user about
+	}
+	if st == nil && !canElicitForm(req) {
+		return nil, nil, noElicitation(subject, verb)
+	}
 	if st == nil {
 		state := sealedState{Tool: tool, ID: r.ID, Purpose: purposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
 			Expires: expiresAt(g.now(), time.Time{}).Unix()}
-		return g.ask(runMessage(r, reportOf(plan, r.ID, true)), state), nil, nil
+		return g.ask(runMessage(r, reportOf(g.voice, plan, r.ID, true)), state), nil, nil
 	}
 	if plan.Hash != ledger.Digest(st.Hash) {
-		return nil, nil, refuse(ErrStateChanged, "", "run %s was not undone: what undoing it would do has changed since the user was asked; nothing was undone. "+
-			"Run the dry run again, show the new report to the user, and call undo_run with dry_run=false to ask the user about it.", r.ID)
+		return nil, nil, refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 	}
 	stored, err := g.claimRun(ctx, r, plan, "", approvalActor, true)
 	if err != nil || stored != nil {

@@ -2,10 +2,10 @@ package changeset
 
 import (
 	"encoding/json"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
 // Drift is one difference between the state a run's undo expected a
@@ -32,29 +32,29 @@ const (
 )
 
 // boundDrift applies the bounds above; a last entry with Field "…" counts
-// the fields left out.
-func boundDrift(d []undoplan.Drift) []Drift {
+// the fields left out, in v's words.
+func boundDrift(v *voice.Voice, d []undoplan.Drift) []Drift {
 	out := make([]Drift, 0, min(len(d), maxDriftEntries+1))
 	for i, e := range d {
 		if i == maxDriftEntries {
-			more, _ := json.Marshal(fmt.Sprintf("%d more fields differ", len(d)-maxDriftEntries))
+			more, _ := json.Marshal(v.DriftMoreFields(len(d) - maxDriftEntries))
 			out = append(out, Drift{Field: "…", Expected: json.RawMessage("null"), Found: more})
 			break
 		}
-		e.Expected, e.Found = boundValue(e.Expected), boundValue(e.Found)
+		e.Expected, e.Found = boundValue(v, e.Expected), boundValue(v, e.Found)
 		out = append(out, Drift(e))
 	}
 	return out
 }
 
-func boundValue(v json.RawMessage) json.RawMessage {
-	if len(v) <= maxDriftBytes {
-		return v
+func boundValue(v *voice.Voice, value json.RawMessage) json.RawMessage {
+	if len(value) <= maxDriftBytes {
+		return value
 	}
 	cut := maxDriftBytes
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
+	for cut > 0 && !utf8.RuneStart(value[cut]) {
 		cut--
 	}
-	s, _ := json.Marshal(fmt.Sprintf("%s… (%d bytes in all)", v[:cut], len(v)))
+	s, _ := json.Marshal(v.DriftValueCut(string(value[:cut]), len(value)))
 	return s
 }

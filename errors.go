@@ -234,31 +234,3 @@ func ledgerCause(le *LedgerError) string {
 func changeNotFound(id string) error {
 	return &ChangeError{ChangeID: id, Kind: ErrNotFound, Msg: voice.ChangeNotFound(id)}
 }
-
-// agentErrorType is what the agent reads as the error of a failed change
-// (ChangeStatus.Error): the Go type name of an operation's own error, or,
-// for a failure the library itself decided, its kind in words, never one
-// of the library's own identifiers. The ledger keeps the type name and
-// the full text for operators.
-func agentErrorType(c *ledger.Change) string {
-	if c.ErrorType == "" {
-		return ""
-	}
-	switch c.Failure {
-	case ledger.FailureStateChanged, ledger.FailureResultTooLarge, ledger.FailureInterrupted:
-		return voice.FailureKind(string(c.Failure))
-	}
-	switch c.ErrorType {
-	case "changeset.StateChangedError":
-		return voice.FailureKind(string(ledger.FailureStateChanged))
-	case "changeset.PanicError":
-		return voice.FailureKind("panic")
-	case "changeset.ChangeError":
-		return voice.FailureKind("refused")
-	case "RunUndo":
-		return voice.FailureKind("run_undo")
-	case "Reconciled":
-		return voice.FailureKind(string(ledger.FailureInterrupted))
-	}
-	return c.ErrorType
-}

@@ -70,7 +70,10 @@ type wantFailed struct {
 	status         ledger.Status
 	failure        ledger.Failure
 	nothingWritten bool
-	errorType      string
+	errorType      string // as the ledger records it, for operators
+	// shown is get_change_status's error: a failure the library decided
+	// in words, an operation's own error by its type name.
+	shown string
 }
 
 // checkFailed compares get_change_status and the ledger row of change id
@@ -78,9 +81,12 @@ type wantFailed struct {
 func checkFailed(t *testing.T, f *fixture, id string, want wantFailed) {
 	t.Helper()
 	st := mustCall(t, f.session, "get_change_status", map[string]any{"change_id": id})
-	if st["status"] != string(want.status) || st["failure"] != string(want.failure) || st["error"] != agentError(want.errorType) {
+	if st["status"] != string(want.status) || st["failure"] != string(want.failure) || st["error"] != want.shown {
 		t.Errorf("get_change_status: status %v, failure %v, error %v; want %s, %s, %s",
-			st["status"], st["failure"], st["error"], want.status, want.failure, agentError(want.errorType))
+			st["status"], st["failure"], st["error"], want.status, want.failure, want.shown)
+	}
+	if e, _ := st["error"].(string); strings.Contains(e, "changeset.") {
+		t.Errorf("get_change_status: error %q names one of the library's Go identifiers", e)
 	}
 	nw, present := st["nothing_written"]
 	if want.nothingWritten && nw != true {
@@ -99,24 +105,6 @@ func checkFailed(t *testing.T, f *fixture, id string, want wantFailed) {
 	}
 }
 
-// agentError is what get_change_status says of a failure whose stored
-// error type is errorType: an operation's own error by its type name, a
-// failure the library decided by its kind in words, never by one of the
-// library's Go identifiers.
-func agentError(errorType string) string {
-	switch errorType {
-	case "changeset.StateChangedError":
-		return "refused: the resource was not as the state check expected"
-	case "changeset.PanicError":
-		return "the operation's code crashed (panicked)"
-	case "Reconciled":
-		return "interrupted: the server stopped during the step, and an operator closed it"
-	case "changeset.ChangeError": // the result too large, in the tests that use this
-		return "the result was too large to keep, so there is no undo"
-	}
-	return errorType
-}
-
 func TestIntegrity_FailureKinds(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -125,7 +113,7 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 		id, token := f.preview("set", "theme", "dark")
 		f.store.set("theme", "blue") // someone's edit
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "changed after the preview")
-		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError"})
+		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError", "state changed: the resource was not in the state the check expected, so nothing was written"})
 		// The row keeps what the check found, for the people who review it.
 		if c, err := f.guard.Ledger().Get(ctx, id); err != nil || string(c.Before) != `"blue"` || c.After != nil {
 			t.Fatalf("the refused change records before %s after %s (%v); want the found state \"blue\" and no after", c.Before, c.After, err)
@@ -134,13 +122,13 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 	t.Run("the operation returned an error", func(t *testing.T) {
 		id, token := f.preview("fail", "theme", "dark")
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "failed with fs.PathError")
-		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureError, false, "fs.PathError"})
+		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureError, false, "fs.PathError", "fs.PathError"})
 	})
 	t.Run("a transactional operation returned an error", func(t *testing.T) {
 		registerTxFail(t, f.guard)
 		id, token := f.preview("txfail", "k1", "v")
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "failed with fs.PathError")
-		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureError, true, "fs.PathError"})
+		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureError, true, "fs.PathError", "fs.PathError"})
 		var n int
 		if err := f.guard.Ledger().DB().QueryRow(`SELECT count(*) FROM integrity_tx`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("the rolled-back apply left %d rows (%v)", n, err)
@@ -152,7 +140,7 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 		f.store.set("language", "de")
 		undos := f.store.undos.Load()
 		mustFail(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": undoToken}, "changed after the change was applied")
-		checkFailed(t, f, id, wantFailed{ledger.UndoFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError"})
+		checkFailed(t, f, id, wantFailed{ledger.UndoFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError", "state changed: the resource was not in the state the check expected, so nothing was written"})
 		if f.store.undos.Load() != undos || f.store.get("language") != "de" {
 			t.Fatal("the refused undo ran")
 		}
@@ -176,20 +164,20 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 		if err := <-done; err == nil || !strings.Contains(err.Error(), "could not record it") {
 			t.Errorf("the apply that finished after the reconcile: %v", err)
 		}
-		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureInterrupted, false, "Reconciled"})
+		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureInterrupted, false, "Reconciled", "interrupted: the server stopped while the change was in flight; an operator reconciled it"})
 	})
 }
 
 // The error types stored are named as the contract says: the package and
-// the type, no pointer star, however the error was returned; the agent
-// reads the type of an operation's own error and the kind, in words, of
-// a failure the library decided.
+// the type, no pointer star, however the error was returned. The agent
+// sees an operation's own error by that name, and a failure the library
+// decided (a panic caught, a refused state check) in words.
 func TestIntegrity_ErrorTypeNamesWithoutStar(t *testing.T) {
 	f := newFixture(t)
-	cases := []struct{ op, want string }{
-		{"fail", "fs.PathError"},         // returned as *fs.PathError
-		{"boom", "changeset.PanicError"}, // a panic, recorded as *changeset.PanicError
-		{"set", "changeset.StateChangedError"},
+	cases := []struct{ op, want, shown string }{
+		{"fail", "fs.PathError", "fs.PathError"},                                    // returned as *fs.PathError
+		{"boom", "changeset.PanicError", "the operation's code crashed (panicked)"}, // a panic, recorded as *changeset.PanicError
+		{"set", "changeset.StateChangedError", "state changed: the resource was not in the state the check expected, so nothing was written"},
 	}
 	for _, c := range cases {
 		id, token := f.preview(c.op, "theme", "x-"+c.op)
@@ -205,8 +193,8 @@ func TestIntegrity_ErrorTypeNamesWithoutStar(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st["error"] != agentError(c.want) || rec.ErrorType != c.want {
-			t.Errorf("%s: get_change_status error %v, stored ErrorType %q; want %q and %q", c.op, st["error"], rec.ErrorType, agentError(c.want), c.want)
+		if st["error"] != c.shown || rec.ErrorType != c.want {
+			t.Errorf("%s: get_change_status error %v, stored ErrorType %q; want %q, %q", c.op, st["error"], rec.ErrorType, c.shown, c.want)
 		}
 	}
 }

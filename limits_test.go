@@ -118,7 +118,8 @@ func TestLimits_ResultOfExactlyMaxResultBytes(t *testing.T) {
 	if f.store.applies.Load() != applies+1 {
 		t.Fatal("the apply did not run") // the write happened: that is why nothing_written is absent
 	}
-	checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureResultTooLarge, false, "changeset.ChangeError"})
+	checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureResultTooLarge, false, "changeset.ChangeError",
+		"result too large: the operation wrote, but its result was over the server's limit, so there is no undo"})
 	mustFail(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": "undo_" + strings.Repeat("A", 32)},
 		"change "+id+" cannot be undone (status: apply_failed)")
 }

@@ -16,7 +16,7 @@ type PreviewResult struct {
 	Diff     []DiffView `json:"diff" jsonschema:"what would change"`
 	// ConfirmationToken unlocks apply_change once. It is left out when the
 	// user approves changes through the client instead.
-	ConfirmationToken string   `json:"confirmation_token,omitempty" jsonschema:"applies it once; absent under user approval"`
+	ConfirmationToken string   `json:"confirmation_token,omitempty" jsonschema:"applies it once"`
 	ExpiresAt         string   `json:"expires_at" jsonschema:"when the preview expires"`
 	WritesEnabled     bool     `json:"writes_enabled" jsonschema:"false: writes are off"`
 	NextStep          string   `json:"next_step" jsonschema:"what to do next"`
@@ -41,7 +41,7 @@ type ApplyResult struct {
 	Result   json.RawMessage `json:"result" jsonschema:"what the operation returned"`
 	// UndoToken unlocks undo_change once; absent when the operation has no
 	// inverse.
-	UndoToken     string `json:"undo_token,omitempty" jsonschema:"undoes it once; absent without an undo"`
+	UndoToken     string `json:"undo_token,omitempty" jsonschema:"undoes it once, if it has an undo"`
 	UndoExpiresAt string `json:"undo_expires_at,omitempty" jsonschema:"when the undo token expires"`
 }
 
@@ -69,7 +69,7 @@ type ChangeStatus struct {
 	AppliedAt     string     `json:"applied_at,omitempty" jsonschema:"when applied"`
 	UndoExpiresAt string     `json:"undo_expires_at,omitempty" jsonschema:"when the undo window closes"`
 	UndoneAt      string     `json:"undone_at,omitempty" jsonschema:"when undone"`
-	Error         string     `json:"error,omitempty" jsonschema:"type name of the error that failed it"`
+	Error         string     `json:"error,omitempty" jsonschema:"why it failed, in words, or the operation's error type"`
 	// Failure says why an apply_failed or undo_failed change failed:
 	// state_changed, error, result_too_large or interrupted.
 	// PreviewedBy, AppliedBy and UndoneBy name who took each step:
@@ -83,8 +83,16 @@ type ChangeStatus struct {
 	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"the failure wrote nothing"`
 }
 
-// statusOf builds the agent's view of a change.
-func statusOf(c *ledger.Change) *ChangeStatus {
+// statusOf builds the agent's view of a change, as of now: Undoable only
+// when an undo could be claimed now, AppliedBy only for a change that was
+// applied, and a failure in the words of the voice (see
+// voice.Voice.FailureError).
+func (g *Guard) statusOf(c *ledger.Change) *ChangeStatus {
+	appliedBy := ""
+	switch c.Status {
+	case ledger.Applied, ledger.Undoing, ledger.Undone, ledger.UndoFailed:
+		appliedBy = c.AppliedBy
+	}
 	return &ChangeStatus{
 		ChangeID:       c.ID,
 		Action:         c.Action,
@@ -94,20 +102,34 @@ func statusOf(c *ledger.Change) *ChangeStatus {
 		RunID:          c.RunID,
 		Resource:       c.Resource,
 		Warnings:       c.Warnings,
-		Undoable:       c.Undoable,
+		Undoable:       g.undoableNow(c),
 		CreatedAt:      formatTime(c.CreatedAt),
 		UpdatedAt:      formatTime(c.UpdatedAt),
 		ExpiresAt:      formatTime(c.ExpiresAt),
 		AppliedAt:      formatTime(c.AppliedAt),
 		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
 		UndoneAt:       formatTime(c.UndoneAt),
-		Error:          c.ErrorType,
+		Error:          g.voice.FailureError(string(c.Failure), c.ErrorType),
 		PreviewedBy:    c.PreviewedBy,
-		AppliedBy:      c.AppliedBy,
+		AppliedBy:      appliedBy,
 		UndoneBy:       c.UndoneBy,
 		Failure:        string(c.Failure),
 		NothingWritten: c.NothingWritten,
 	}
+}
+
+// undoableNow reports whether an undo of c could be claimed now: it is
+// applied, its operation has an inverse and is still registered, its undo
+// token is live, and its undo window is open.
+func (g *Guard) undoableNow(c *ledger.Change) bool {
+	if c.Status != ledger.Applied || !c.Undoable || c.UndoHash == "" {
+		return false
+	}
+	if !c.UndoExpiresAt.IsZero() && !g.now().Before(c.UndoExpiresAt) {
+		return false
+	}
+	o, ok := g.lookup(c.Action)
+	return ok && o.hasUndo()
 }
 
 // diffViews decodes a stored canonical diff. The ledger only ever holds

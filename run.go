@@ -26,7 +26,7 @@ type RunInfo struct {
 	Status string `json:"status" jsonschema:"open, undoing, undone or partially_undone"`
 	// Kind is "task" for a run started with start_run, "session" for the
 	// run the Guard keeps for a caller's session.
-	Kind      string `json:"kind" jsonschema:"task, or session (the runs kept per session)"`
+	Kind      string `json:"kind" jsonschema:"task or session"`
 	CreatedAt string `json:"created_at" jsonschema:"when started"`
 	UpdatedAt string `json:"updated_at" jsonschema:"last update"`
 }
@@ -35,10 +35,10 @@ type RunInfo struct {
 // stored report of its undo once there is one.
 type RunDetail struct {
 	RunInfo
-	Changes []ChangeStatus `json:"changes" jsonschema:"its changes, newest first, each with the fields of a change status"`
+	Changes []ChangeStatus `json:"changes" jsonschema:"newest first; each a change status"`
 	// NextCursor, when set, reads the next page of changes (RunPage.Cursor).
-	NextCursor string     `json:"next_cursor,omitempty" jsonschema:"reads the next page; absent on the last"`
-	Report     *RunReport `json:"report,omitempty" jsonschema:"the report of its undo, once undone"`
+	NextCursor string     `json:"next_cursor,omitempty" jsonschema:"for the next page"`
+	Report     *RunReport `json:"report,omitempty" jsonschema:"its undo report"`
 }
 
 // RunPage selects a page of a run's changes.
@@ -66,7 +66,7 @@ func (g *Guard) StartRun(ctx context.Context, label string) (*RunInfo, error) {
 
 func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label string) (*RunInfo, error) {
 	if !utf8.ValidString(label) || len(label) > maxLabelBytes {
-		return nil, Refuse("a run's label must be valid UTF-8 of at most %d bytes", maxLabelBytes)
+		return nil, Refuse("%s", g.voice.RunLabelInvalid(maxLabelBytes))
 	}
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
@@ -94,7 +94,7 @@ func (g *Guard) Run(ctx context.Context, runID string, page RunPage) (*RunDetail
 func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID string, page RunPage) (*RunDetail, error) {
 	switch {
 	case page.Limit < 0 || page.Limit > MaxRunPageLimit:
-		return nil, Refuse("limit must be between 1 and %d", MaxRunPageLimit)
+		return nil, Refuse("%s", g.voice.PageLimitInvalid(MaxRunPageLimit))
 	case page.Limit == 0:
 		page.Limit = DefaultRunPageLimit
 	}
@@ -106,7 +106,7 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 	if page.Cursor != "" {
 		after, err := g.ledger.Get(ctx, page.Cursor)
 		if !validID(page.Cursor, changeIDPrefix) || err != nil || after.RunID != r.ID {
-			return nil, Refuse("cursor %q is not a next_cursor of run %s; start again without a cursor", cut(page.Cursor, 32), r.ID)
+			return nil, Refuse("%s", g.voice.RunCursorInvalid(cut(page.Cursor, 32), r.ID))
 		}
 		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
 	}
@@ -121,12 +121,12 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 			d.NextCursor = changes[i-1].ID
 			break
 		}
-		st := statusOf(c)
+		st := g.statusOf(c)
 		size += approxSize(st)
 		d.Changes = append(d.Changes, *st)
 	}
 	if r.Report != nil {
-		d.Report, err = decodeReport(r.Report)
+		d.Report, err = decodeReport(r.Report) // shown as stored: get_run reads it, nothing replays it
 		if err != nil {
 			return nil, err
 		}
@@ -149,14 +149,14 @@ func (g *Guard) listRuns(ctx context.Context, req *mcp.CallToolRequest, status s
 	f := ledger.RunFilter{ScopeHash: scope, Limit: 20}
 	switch {
 	case limit < 0 || limit > 100:
-		return nil, Refuse("limit must be between 1 and 100")
+		return nil, Refuse("%s", g.voice.PageLimitInvalid(100))
 	case limit > 0:
 		f.Limit = limit
 	}
 	if status != "" {
 		s := ledger.RunStatus(status)
 		if !s.Valid() {
-			return nil, Refuse("unknown run status %q (want open, undoing, undone or partially_undone)", status)
+			return nil, Refuse("%s", g.voice.RunStatusUnknown(status))
 		}
 		f.Statuses = []ledger.RunStatus{s}
 	}
@@ -182,7 +182,7 @@ func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID s
 		return nil, err
 	}
 	if r.ScopeHash != scope {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	return r, nil
 }
@@ -190,17 +190,13 @@ func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID s
 // getRun reads a run whatever its scope.
 func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 	if !validID(runID, runIDPrefix) {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	r, err := g.ledger.GetRun(ctx, runID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, runNotFound(runID)
+		return nil, g.noSuchRun(runID)
 	}
 	return r, err
-}
-
-func runNotFound(id string) error {
-	return refuse(ErrNotFound, "", "run %s not found; start one with start_run", id)
 }
 
 // approxSize is about the size of a change's JSON in an answer.

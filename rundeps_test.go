@@ -194,9 +194,9 @@ func TestRunDeps_SameScopeDependentHoldsBackRunUndoAndUndoChange(t *testing.T) {
 		if r := entryOf(t, dry["skipped"], rule)["reason"].(string); !strings.Contains(r, funnel) || !strings.Contains(r, "rule:1") || !strings.Contains(r, "outside the run") {
 			t.Fatalf("dry run reason = %q, want it to name the dependent change and the resource", r)
 		}
-		rep := f.undoRun(run, dry["confirmation_token"])
-		if len(idsOf(rep["undone"])) != 0 || rep["status"] != "partially_undone" {
-			t.Fatalf("undo_run = %v, want nothing undone, partially_undone", rep)
+		rep := undoNothing(t, f.session, run, dry)
+		if len(idsOf(rep["undone"])) != 0 || rep["status"] != "open" {
+			t.Fatalf("undo_run = %v, want nothing undone, the run still open", rep)
 		}
 		if r := entryOf(t, rep["skipped"], rule)["reason"].(string); !strings.Contains(r, funnel) {
 			t.Fatalf("undo_run reason = %q, want it to name %s", r, funnel)
@@ -546,10 +546,10 @@ func TestRunDeps_MultiResourceChangeWithOneEditedRowIsKeptWhole(t *testing.T) {
 		}
 		dry := f.dryRun(run)
 		check("dry run", dry)
-		rep := f.undoRun(run, dry["confirmation_token"])
+		rep := undoNothing(t, f.session, run, dry)
 		check("undo_run", rep)
-		if rep["status"] != "partially_undone" || f.status(m1) != ledger.Applied || f.status(s0) != ledger.Applied {
-			t.Fatalf("status %v, %s, %s; want partially_undone, both applied", rep["status"], f.status(m1), f.status(s0))
+		if rep["status"] != "open" || f.status(m1) != ledger.Applied || f.status(s0) != ledger.Applied {
+			t.Fatalf("status %v, %s, %s; want open (nothing to undo), both applied", rep["status"], f.status(m1), f.status(s0))
 		}
 		if got := rows.dump(); got != want {
 			t.Fatalf("rows after the run's undo:\n%s\nwant them untouched:\n%s", got, want)

@@ -23,12 +23,6 @@ import (
 // state matches by then, and a change that joined the run after the plan
 // is left alone and reported.
 
-// Reasons the execution gives for what it did not carry out.
-const (
-	reasonNotReviewed = "it was not part of the plan that was reviewed, so it is left as it is; run the dry run again to review it"
-	reasonLate        = "it was applied (or is still being applied) after the plan was made, so it was not part of the reviewed plan; it is left as it is. Run the dry run again to review it"
-)
-
 // execution is the state of one executePlan.
 type execution struct {
 	g     *Guard
@@ -54,7 +48,7 @@ func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pl
 		g.releaseRun(ctx, r.ID, err)
 		return nil, err
 	}
-	rep := reportOf(done, r.ID, false)
+	rep := reportOf(g.voice, done, r.ID, false)
 	rep.UndoneBy = by
 	status := ledger.RunPartiallyUndone
 	switch {
@@ -120,7 +114,7 @@ func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
 // joined the run since appended. A reviewed change the pass now keeps is
 // reported as not carried out.
 func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*undoplan.Plan, error) {
-	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, pass: undoplan.NewPass(g.now(), nil), undoing: map[string]bool{}}
+	e := &execution{g: g, ctx: ctx, runID: r.ID, by: by, pass: undoplan.NewPass(g.now(), nil, g.voice), undoing: map[string]bool{}}
 	steps := slices.Clone(plan.Steps)
 	allowed = wholeGroups(steps, allowed)
 	for i := range steps {
@@ -128,7 +122,7 @@ func (g *Guard) executePlan(ctx context.Context, r *ledger.Run, plan *undoplan.P
 		s.Reviewed = allowed[s.C.ID]
 		switch {
 		case s.CarriesOut() && !s.Reviewed:
-			e.pass.Keep(s, reasonNotReviewed, nil)
+			e.pass.Keep(s, g.voice.ReasonNotReviewed(), nil)
 		case s.CarriesOut():
 			e.undoing[s.C.ID] = true
 		}
@@ -169,7 +163,7 @@ func (e *execution) ready(s *undoplan.Step, observe func() (json.RawMessage, err
 		cur, err := observe()
 		switch {
 		case err != nil && s.Verdict == undoplan.Undo:
-			e.keep(s, e.g.unreadState(e.ctx, s.C, "right before its undo", err), nil)
+			e.keep(s, e.g.unreadState(e.ctx, s.C, true, err), nil)
 		case err == nil:
 			e.pass.Check(s, undoplan.Split(s, cur), nil, undoplan.Executing)
 		}
@@ -199,12 +193,12 @@ func (e *execution) external(s *undoplan.Step) {
 	case errors.As(err, &sc): // changed between the check above and the claim
 		now, _ := e.g.observeNow(e.ctx, c)
 		if e.pass.Check(s, undoplan.Split(s, now), nil, undoplan.Executing) {
-			e.keep(s, undoplan.ChangedSinceReview(nil), nil)
+			e.keep(s, undoplan.ChangedSinceReview(e.g.voice, nil), nil)
 		}
 	case errors.As(err, &held):
 		e.keep(s, held.reason, nil)
 	case err != nil:
-		s.Failed = "undo failed: " + agentText(err)
+		s.Failed = e.g.voice.ReasonUndoFailed(agentText(err))
 	}
 	delete(e.undoing, c.ID)
 	e.pass.Settle(s)
@@ -257,7 +251,7 @@ func (e *execution) closeNoNetGroups(steps []undoplan.Step) {
 		if err != nil || string(cur) != string(first.NetState) {
 			drift := undoplan.DriftOf(first.NetState, cur)
 			for _, i := range idx {
-				e.keep(&steps[i], undoplan.ChangedSinceReview(drift), drift)
+				e.keep(&steps[i], undoplan.ChangedSinceReview(e.g.voice, drift), drift)
 			}
 			continue
 		}
@@ -274,7 +268,7 @@ func (e *execution) closeNoNetGroups(steps []undoplan.Step) {
 			s.Closed = true
 			delete(e.undoing, s.C.ID)
 			if err != nil {
-				s.Failed = "undo failed: " + agentText(err)
+				s.Failed = e.g.voice.ReasonUndoFailed(agentText(err))
 				continue
 			}
 			closed := *s.C // as committed by txClose
@@ -301,16 +295,16 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 		}
 		_, o := e.g.opOf(s.C)
 		if o == nil {
-			e.keep(s, "this server no longer has the operation "+s.C.Action, nil)
+			e.keep(s, e.g.voice.ReasonOperationGone(s.C.Action), nil)
 			e.pass.Settle(s)
 			continue
 		}
 		if s.Verdict == undoplan.NoNetChange {
 			if cur, err := e.g.observeTx(e.ctx, tx, o, s.C.Payload); err != nil || string(cur) != string(s.NetState) {
 				drift := undoplan.DriftOf(s.NetState, cur)
-				e.keep(s, undoplan.ChangedSinceReview(drift), drift)
+				e.keep(s, undoplan.ChangedSinceReview(e.g.voice, drift), drift)
 			} else if err := e.g.txClose(tx, s.C, e.runID, e.by); err != nil {
-				s.Failed = "undo failed: " + agentText(err)
+				s.Failed = e.g.voice.ReasonUndoFailed(agentText(err))
 			}
 			e.pass.Settle(s)
 			continue
@@ -321,7 +315,7 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 		reason, err := e.g.dependencyHold(e.ctx, tx, s.C, e.undoing)
 		switch {
 		case err != nil:
-			s.Failed = "undo failed: " + agentText(err)
+			s.Failed = e.g.voice.ReasonUndoFailed(agentText(err))
 		case reason != "":
 			e.keep(s, reason, nil)
 		default:
@@ -355,7 +349,7 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 func (e *execution) failAll(steps []undoplan.Step, err error) {
 	for i := range steps {
 		if steps[i].Reviewed && steps[i].CarriesOut() {
-			steps[i].Failed = "undo failed: " + agentText(err)
+			steps[i].Failed = e.g.voice.ReasonUndoFailed(agentText(err))
 		}
 		delete(e.undoing, steps[i].C.ID)
 	}
@@ -382,7 +376,7 @@ func (e *execution) lateChanges(steps []undoplan.Step) ([]undoplan.Step, error) 
 	out := make([]undoplan.Step, 0, len(late))
 	for _, c := range late {
 		o, _ := e.g.opOf(c)
-		out = append(out, undoplan.Step{C: c, Op: o, Keys: undoplan.Keys(c), Verdict: undoplan.Skip, Reason: reasonLate, Late: true})
+		out = append(out, undoplan.Step{C: c, Op: o, Keys: undoplan.Keys(c), Verdict: undoplan.Skip, Reason: e.g.voice.ReasonLate(), Late: true})
 	}
 	return out, nil
 }
@@ -418,12 +412,10 @@ func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
 
 // unreadState logs a run undo's failed read of c's current state in full
 // (see logFailure) and returns the reason the report gives for leaving c
-// as it is; when says when the read was made ("" while planning).
-func (g *Guard) unreadState(ctx context.Context, c *ledger.Change, when string, err error) string {
-	if when != "" {
-		when = " " + when
-	}
+// as it is; beforeUndo says the read was made right before its undo
+// (false while planning).
+func (g *Guard) unreadState(ctx context.Context, c *ledger.Change, beforeUndo bool, err error) string {
 	ref := g.logFailure(ctx, "observe failed in a run undo", err,
 		slog.String("change_id", c.ID), slog.String("action", c.Action), slog.String("run_id", c.RunID))
-	return "its current state could not be read" + when + ": " + ref + "; it is left as it is"
+	return g.voice.ReasonUnreadable(beforeUndo, ref)
 }

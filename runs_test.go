@@ -191,9 +191,15 @@ func (f *runFixture) dryRun(runID string) map[string]any {
 	return mustCall(f.t, f.session, "undo_run", map[string]any{"run_id": runID})
 }
 
+// undoRun calls the real undo with token, the dry run's confirmation
+// token; nil (the dry run had nothing to undo and gave none) sends none.
 func (f *runFixture) undoRun(runID string, token any) map[string]any {
 	f.t.Helper()
-	return mustCall(f.t, f.session, "undo_run", map[string]any{"run_id": runID, "dry_run": false, "confirmation_token": token})
+	args := map[string]any{"run_id": runID, "dry_run": false}
+	if token != nil {
+		args["confirmation_token"] = token
+	}
+	return mustCall(f.t, f.session, "undo_run", args)
 }
 
 func ids(list any) []string {
@@ -352,6 +358,15 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 		writes = f.docs.writes.Load()
 		again := f.undoRun(run, "confirm_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 		againDry := f.dryRun(run)
+		for _, r := range []map[string]any{again, againDry} {
+			note, _ := r["replay_note"].(string)
+			if r["replayed"] != true || !strings.Contains(note, "already undone") || !strings.Contains(note, "agent:test-client") ||
+				r["next_step"] != nil || r["confirmation_token"] != nil {
+				t.Fatalf("asking again: %v\nwant the stored report marked replayed, with a note of when and by whom", r)
+			}
+			delete(r, "replayed")
+			delete(r, "replay_note")
+		}
 		if fmt.Sprint(again) != fmt.Sprint(rep) || fmt.Sprint(againDry) != fmt.Sprint(rep) {
 			t.Fatalf("asking again: %v\nwant the stored %v", again, rep)
 		}

@@ -3,7 +3,6 @@ package changeset
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -18,18 +17,18 @@ import (
 func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *undoplan.Step, by string, check func(*undoplan.Step, json.RawMessage) bool) {
 	c, err := tx.Change(step.C.ID)
 	if err != nil {
-		step.Failed = "undo failed: " + agentText(err)
+		step.Failed = g.voice.ReasonUndoFailed(agentText(err))
 		return
 	}
 	if c.Status != ledger.Applied {
-		step.Verdict, step.Reason = undoplan.Skip, fmt.Sprintf("it is no longer applied (status: %s); another request took it", c.Status)
+		step.Verdict, step.Reason = undoplan.Skip, g.voice.ReasonNoLongerApplied(string(c.Status))
 		return
 	}
 	r := g.inTx(ctx, tx, o)
 	if r.observe != nil {
 		cur, err := r.observe(c.Payload)
 		if err != nil {
-			step.Verdict, step.Reason = undoplan.Skip, g.unreadState(ctx, c, "", err)
+			step.Verdict, step.Reason = undoplan.Skip, g.unreadState(ctx, c, false, err)
 			return
 		}
 		if !check(step, cur) {
@@ -39,7 +38,7 @@ func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *undoplan
 	step.Warnings = c.Warnings
 	sql := tx.SQL()
 	if _, err := sql.ExecContext(ctx, "SAVEPOINT changeset_step"); err != nil {
-		step.Failed = "undo failed: " + agentText(ledger.Errorf("savepoint", "", err))
+		step.Failed = g.voice.ReasonUndoFailed(agentText(ledger.Errorf("savepoint", "", err)))
 		return
 	}
 	err = g.performUndo(ctx, c, r)
@@ -48,7 +47,7 @@ func (g *Guard) txUndo(ctx context.Context, tx *ledger.Tx, o *op, step *undoplan
 		err = tx.UpdateChange(c, ledger.Applied)
 	}
 	if err != nil {
-		step.Failed = "undo failed: " + agentText(err)
+		step.Failed = g.voice.ReasonUndoFailed(agentText(err))
 		_, _ = sql.ExecContext(ctx, "ROLLBACK TO SAVEPOINT changeset_step")
 	}
 	_, _ = sql.ExecContext(ctx, "RELEASE SAVEPOINT changeset_step")
@@ -61,7 +60,7 @@ func (g *Guard) txClose(tx *ledger.Tx, c *ledger.Change, runID, by string) error
 		return err
 	}
 	if cur.Status != ledger.Applied {
-		return Refuse("change %s is no longer applied (status: %s)", c.ID, cur.Status)
+		return Refuse("%s", g.voice.ChangeNoLongerApplied(c.ID, string(cur.Status)))
 	}
 	closeNoNet(cur, runID, by, g.now())
 	return tx.UpdateChange(cur, ledger.Applied)

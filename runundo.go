@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -18,34 +19,34 @@ import (
 // request.
 type RunReport struct {
 	RunID  string `json:"run_id" jsonschema:"the run"`
-	DryRun bool   `json:"dry_run" jsonschema:"true: nothing was changed"`
+	DryRun bool   `json:"dry_run" jsonschema:"true: nothing changed"`
 	// Status is the run's status after this call.
 	Status string `json:"status" jsonschema:"the run status now"`
 	// WillUndo (dry run) and Undone (real undo) list the changes whose
 	// inverse runs, newest first.
-	WillUndo []RunStep `json:"will_undo,omitzero" jsonschema:"what will be undone, newest first"`
-	Undone   []RunStep `json:"undone,omitzero" jsonschema:"what was undone, newest first"`
+	WillUndo []RunStep `json:"will_undo,omitzero" jsonschema:"to be undone, newest first"`
+	Undone   []RunStep `json:"undone,omitzero" jsonschema:"undone, newest first"`
 	// NoNetChange lists changes whose resource the run itself brought back
 	// to where it started (created then deleted): no write is needed.
-	NoNetChange []RunStep `json:"no_net_change" jsonschema:"back as it was: no write needed"`
+	NoNetChange []RunStep `json:"no_net_change" jsonschema:"closed, no write"`
 	// Skipped lists changes left as they are because their resource changed
 	// after them, with the reason.
-	Skipped []RunNote `json:"skipped" jsonschema:"changed since: left as is"`
+	Skipped []RunNote `json:"skipped" jsonschema:"kept, with why"`
 	// Irreversible lists what cannot be undone exactly: changes without an
 	// inverse or past their undo window (not undone), and the warnings of
 	// changes that are undone but not exactly.
-	Irreversible []RunNote `json:"irreversible" jsonschema:"what cannot be undone exactly"`
+	Irreversible []RunNote `json:"irreversible" jsonschema:"not undone exactly"`
 	// Failed lists changes whose undo was attempted and failed.
-	Failed []RunNote `json:"failed,omitzero" jsonschema:"whose undo failed"`
+	Failed []RunNote `json:"failed,omitzero" jsonschema:"undo failed"`
 	// NotCarriedOut lists, after a real undo, the changes of the reviewed
 	// plan that were not undone after all (each is in Skipped or Failed
 	// with the reason): their check failed right before the inverse.
-	NotCarriedOut []string `json:"not_carried_out,omitzero" jsonschema:"change IDs planned but not undone"`
+	NotCarriedOut []string `json:"not_carried_out,omitzero" jsonschema:"change IDs planned, not undone"`
 	// Notes say what the library could not know for certain, such as two
 	// changes it related by their states because neither names a Resource.
-	Notes []RunNote `json:"notes,omitzero" jsonschema:"what the undo could not know for sure"`
+	Notes []RunNote `json:"notes,omitzero" jsonschema:"uncertainties"`
 
-	ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"for the real undo; dry run only"`
+	ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"for the real undo"`
 	ExpiresAt         string `json:"expires_at,omitempty" jsonschema:"when the token expires"`
 	NextStep          string `json:"next_step,omitempty" jsonschema:"what to do next"`
 	// UndoneBy names who undid the run: "agent" or "person:<name>".
@@ -53,6 +54,11 @@ type RunReport struct {
 	// Note is an operator's note on a run whose undo was interrupted and
 	// reconciled (see ledger.Ledger.ReconcileRun).
 	Note string `json:"note,omitempty" jsonschema:"an operator note"`
+	// Replayed is true when the run was already undone and this is the
+	// stored report of that undo, returned again: nothing was done now.
+	// ReplayNote then says when and by whom the undo ran.
+	Replayed   bool   `json:"replayed,omitempty" jsonschema:"true: a stored report; nothing done now"`
+	ReplayNote string `json:"replay_note,omitempty" jsonschema:"when and by whom it ran"`
 }
 
 // RunStep is one change in a run report.
@@ -95,6 +101,22 @@ type RunNote struct {
 // what runs is what the person saw. by names the person (see Person) and is
 // recorded with the run and every change it undoes. Unlike the agent's
 // undo_run it ignores scopes: trusted code sees every run.
+//
+// A run already undone (undone or partially_undone) is not undone again:
+// UndoRun returns the stored report of its undo with Replayed set and a
+// ReplayNote of when and by whom it ran, as the agent's undo_run does.
+//
+// A plan that undoes and closes nothing (every change is skipped or
+// irreversible, or none is applied) needs no approval: its dry run says
+// "Nothing to undo" in NextStep, and the agent's undo_run issues no
+// confirmation token for it; the agent's real undo of such a plan without
+// a token then changes nothing, leaves the run open and returns the plan's
+// report, whose NextStep says nothing was done (with the token of an
+// earlier dry run whose plan did undo something, it is refused because the
+// plan changed). UndoRun without dryRun, called by
+// a person, still closes such a run without a write (undone when nothing
+// of it is left, partially_undone otherwise), so that a person can close a
+// run whose changes were each undone or kept on their own.
 func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by string) (*RunReport, error) {
 	if by == "" {
 		by = Person("unknown")
@@ -170,15 +192,12 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
-		return decodeReport(r.Report)
+		return g.replayReport(r)
 	case ledger.RunUndoing:
-		return nil, runBusy(r.ID)
+		return nil, g.runBusy(r.ID)
 	}
 	if !dryRun && !g.WritesEnabled() {
 		return nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
-	}
-	if !dryRun && !trusted && !validToken(token, confirmPrefix) {
-		return nil, refuse(ErrInvalidToken, "", "undo of run %s needs the confirmation_token of its dry run: call undo_run with dry_run=true, show the report to the user, then call it again with dry_run=false and the token", r.ID)
 	}
 	plan, err := g.planRun(ctx, r)
 	if err != nil {
@@ -186,6 +205,14 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	}
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, trusted)
+	}
+	if len(plan.Actions()) == 0 && !trusted && token == "" {
+		// Nothing to approve, so no token was issued. A caller holding the
+		// token of an earlier plan is told below that the plan changed.
+		return g.nothingToUndo(plan, r.ID, false), nil
+	}
+	if !trusted && !validToken(token, confirmPrefix) {
+		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
 	stored, err := g.claimRun(ctx, r, plan, token, by, trusted)
 	if err != nil || stored != nil {
@@ -197,8 +224,34 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	return g.executeRun(ctx, r, plan, reviewed, by)
 }
 
-func runBusy(id string) error {
-	return refuse(ErrBusy, "", "run %s is being undone by another request; ask again with get_run when it finishes", id)
+func (g *Guard) runBusy(id string) error {
+	return refuse(ErrBusy, "", "%s", g.voice.RunBusy(id))
+}
+
+// replayReport is the stored report of the undo of r, a run already
+// undone, returned again: marked Replayed, with a note of when and by whom
+// it ran, and nothing in it that asks for a next step.
+func (g *Guard) replayReport(r *ledger.Run) (*RunReport, error) {
+	rep, err := decodeReport(r.Report)
+	if err != nil {
+		return nil, err
+	}
+	if rep.UndoneBy == "" {
+		rep.UndoneBy = r.UndoneBy
+	}
+	rep.DryRun, rep.Status, rep.Replayed = false, string(r.Status), true
+	rep.ConfirmationToken, rep.ExpiresAt, rep.NextStep = "", "", ""
+	rep.ReplayNote = g.voice.RunReplayed(string(r.Status), formatTime(r.UpdatedAt), rep.UndoneBy)
+	return rep, nil
+}
+
+// nothingToUndo is the report of a plan that undoes and closes nothing:
+// it asks for no approval and, for a real undo, says nothing was done.
+func (g *Guard) nothingToUndo(plan *undoplan.Plan, runID string, dryRun bool) *RunReport {
+	rep := reportOf(g.voice, plan, runID, dryRun)
+	rep.Status = string(ledger.RunOpen)
+	rep.NextStep = g.voice.RunNothingToUndo(dryRun)
+	return rep
 }
 
 // maxReportSummary caps a change's summary in a run report.
@@ -206,7 +259,7 @@ const maxReportSummary = 300
 
 // reportOf renders a plan as a dry run's report (will_undo) or a real
 // undo's (undone).
-func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
+func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
 	undo := []RunStep{}
 	for _, s := range p.Steps {
@@ -214,14 +267,13 @@ func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 		summary := cut(c.Summary, maxReportSummary)
 		step := RunStep{ChangeID: c.ID, Action: c.Action, Summary: summary, Resource: c.Resource, Resources: c.Resources, Transactional: s.Op.Tx}
 		note := func(reason string, drift []undoplan.Drift) RunNote {
-			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(drift)}
+			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(v, drift)}
 		}
 		if s.Reviewed && (!s.CarriesOut() || s.Failed != "") {
 			rep.NotCarriedOut = append(rep.NotCarriedOut, c.ID)
 		}
 		if s.LinkedTo != "" {
-			rep.Notes = append(rep.Notes, note(fmt.Sprintf("neither this change nor change %s names its resource; they were taken to touch the same thing because %s started from the state this one left and both read the same state now. "+
-				"Each undo is checked again right before it runs. Proposals that set Resource make this certain.", s.LinkedTo, s.LinkedTo), nil))
+			rep.Notes = append(rep.Notes, note(v.ReasonLinked(s.LinkedTo), nil))
 		}
 		switch {
 		case s.CarriesOut() && s.Failed != "":
@@ -250,7 +302,10 @@ func reportOf(p *undoplan.Plan, runID string, dryRun bool) *RunReport {
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
 func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, trusted bool) (*RunReport, error) {
-	rep := reportOf(plan, r.ID, true)
+	if len(plan.Actions()) == 0 {
+		return g.nothingToUndo(plan, r.ID, true), nil // no token: there is nothing to approve
+	}
+	rep := reportOf(g.voice, plan, r.ID, true)
 	rep.Status = string(ledger.RunOpen)
 	if trusted {
 		return rep, nil
@@ -263,7 +318,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 			return err
 		}
 		if cur.Status != ledger.RunOpen {
-			return refuse(ErrBusy, "", "run %s is %s; ask again", r.ID, cur.Status)
+			return refuse(ErrBusy, "", "%s", g.voice.RunMoved(r.ID, string(cur.Status)))
 		}
 		cur.PlanHash = plan.Hash
 		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.Hash, token)
@@ -274,18 +329,18 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 		return nil, err
 	}
 	rep.ConfirmationToken, rep.ExpiresAt = token, formatTime(expires)
-	rep.NextStep = "Nothing has been changed yet. Show this report to the user: what will be undone, what is skipped and why, and what cannot be undone exactly. " +
-		"Only if the user approves, call undo_run with dry_run=false and this confirmation_token."
+	rep.NextStep = g.voice.RunDryRunNext()
 	return rep, nil
 }
 
 // claimRun moves the run from open to undoing: one claim per run, whatever
 // the number of processes. The agent's claim needs the dry run's token and
 // the same plan the token was issued for. When another request finished
-// undoing the run meanwhile, claimRun returns that undo's stored report.
+// undoing the run meanwhile, claimRun returns that undo's stored report,
+// replayed.
 func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token, by string, trusted bool) (*RunReport, error) {
 	var refusal error
-	var stored json.RawMessage
+	var stored *ledger.Run
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		refusal, stored = nil, nil // WithTx may run this again
 		cur, err := tx.Run(r.ID)
@@ -295,22 +350,22 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		now := g.now()
 		switch {
 		case cur.Status == ledger.RunUndone || cur.Status == ledger.RunPartiallyUndone:
-			stored = cur.Report
+			stored = cur
 			return nil
 		case cur.Status == ledger.RunUndoing:
-			refusal = runBusy(r.ID)
+			refusal = g.runBusy(r.ID)
 			return nil
 		case cur.Status != ledger.RunOpen:
-			refusal = refuse(ErrWrongStatus, "", "run %s cannot be undone (status: %s)", r.ID, cur.Status)
+			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
 			return nil
 		case !trusted && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
-			refusal = refuse(ErrInvalidToken, "", "invalid confirmation token for run %s: use the token of the latest dry run (undo_run with dry_run=true)", r.ID)
+			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
 			return nil
 		case !trusted && !now.Before(cur.ConfirmExpiresAt):
-			refusal = refuse(ErrExpired, "", "the dry run of run %s expired at %s; run the dry run again", r.ID, formatTime(cur.ConfirmExpiresAt))
+			refusal = refuse(ErrExpired, "", "%s", g.voice.RunDryRunExpired(r.ID, formatTime(cur.ConfirmExpiresAt)))
 			return nil
 		case !trusted && cur.PlanHash != plan.Hash:
-			refusal = refuse(ErrStateChanged, "", "what undoing run %s would do has changed since the dry run; run the dry run again and show the new report", r.ID)
+			refusal = refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 			return nil
 		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now
@@ -319,11 +374,11 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 	})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
-		return nil, runBusy(r.ID)
+		return nil, g.runBusy(r.ID)
 	case err != nil:
 		return nil, err
 	case stored != nil:
-		return decodeReport(stored)
+		return g.replayReport(stored)
 	}
 	return nil, refusal
 }

@@ -38,7 +38,7 @@ func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, err
 	for range len(applied) + 1 {
 		w := &walk{g: g, ctx: ctx, obs: obs}
 		w.steps = w.newSteps(applied)
-		pass := undoplan.NewPass(g.now(), held)
+		pass := undoplan.NewPass(g.now(), held, g.voice)
 		if err := w.plan(pass); err != nil {
 			return nil, err
 		}
@@ -69,9 +69,9 @@ func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change
 	for _, c := range all {
 		if c.Status.InFlight() {
 			if cur, err := g.ledger.GetRun(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
-				return nil, runBusy(r.ID) // another request is undoing it: its changes are in flight
+				return nil, g.runBusy(r.ID) // another request is undoing it: its changes are in flight
 			}
-			return nil, refuse(ErrBusy, "", "run %s cannot be undone now: change %s is %s; nothing was undone. Try again when it finishes", r.ID, c.ID, c.Status)
+			return nil, refuse(ErrBusy, "", "%s", g.voice.RunChangeInFlight(r.ID, c.ID, string(c.Status)))
 		}
 		if c.Status == ledger.Applied || c.Status == ledger.UndoFailed {
 			applied = append(applied, c)
@@ -213,7 +213,7 @@ func (w *walk) decide(pass *undoplan.Pass, s *undoplan.Step) {
 			cur, err := w.current(k)
 			if err != nil {
 				if s.Verdict == undoplan.Undo {
-					s.Verdict, s.Reason = undoplan.Skip, w.g.unreadState(w.ctx, s.C, "", err)
+					s.Verdict, s.Reason = undoplan.Skip, w.g.unreadState(w.ctx, s.C, false, err)
 				}
 				pass.Settle(s)
 				return
@@ -314,7 +314,7 @@ func (g *Guard) dependencyHold(ctx context.Context, tx *ledger.Tx, c *ledger.Cha
 			}
 			for _, res := range d.DependsOn {
 				if slices.Contains(chunk, res) {
-					return undoplan.HoldReason(c, d, res), nil
+					return undoplan.HoldReason(g.voice, c, d, res), nil
 				}
 			}
 		}

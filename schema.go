@@ -1,15 +1,16 @@
 package changeset
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math/big"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
 // Every client puts the whole tools/list into the model's context, in
@@ -63,11 +64,7 @@ func outputSchema[T any]() *jsonschema.Schema {
 	if err != nil {
 		panic(fmt.Sprintf("changeset: output schema of %v: %v", t, err))
 	}
-	names, err := structSchemaNames(t, opts)
-	if err != nil {
-		panic(fmt.Sprintf("changeset: output schema of %v: %v", t, err))
-	}
-	compactOutput(s, names)
+	compactOutput(s)
 	return s
 }
 
@@ -84,23 +81,140 @@ func outputOptions(t reflect.Type) *jsonschema.ForOptions {
 }
 
 // compactOutput rewrites an inferred output schema in place, accepting
-// exactly the same results (only ever produced by the server's own
-// encoding of its Go types):
+// every result the server's own encoding of its Go types produces:
 //
-//   - "additionalProperties": false goes: it constrains only what the
-//     server itself sends, and a client learns nothing from it;
+//   - "additionalProperties": false and "required" go: they constrain only
+//     what the server itself sends, and tell an agent nothing;
 //   - an optional property's ["null", T] becomes T: encoding/json leaves
 //     out a nil slice or pointer that is omitempty or omitzero, it never
-//     sends null for it;
+//     sends null for it; and a list is always a list (every list a result
+//     carries is made, empty or not, never left nil);
 //   - a property that lists every JSON type and has a description keeps
 //     the description alone (the same schema, an object rather than the
 //     bare true the TypeScript SDK rejects);
-//   - an object schema that occurs more than once (the items of a run
-//     report's lists, a drift entry) is defined once under "$defs",
-//     named after its Go type, and referred to with "$ref".
-func compactOutput(root *jsonschema.Schema, names map[string]string) {
+//   - a list of objects (a run report's entries, a diff, drift) is a list
+//     of objects whose fields its description names in words, once per
+//     schema: `each {change_id, action, summary, reason, drift: [{field,
+//     expected, found}]}`, and a later list of the same items `each as in
+//     skipped`. The fields of those items are described where they are a
+//     tool's own result, or in the docs; repeating a typed, described
+//     schema for every list is what made a report's schema five times its
+//     size.
+func compactOutput(root *jsonschema.Schema) {
 	simplify(root)
-	hoistRepeated(root, names)
+	describeItems(root, map[string]string{})
+	glossaryFields(root)
+	timesAndActors(root)
+}
+
+// timesAndActors lists a result's times and actors (the properties ending
+// in "_at" and "_by", which the glossary describes) by name in its
+// description instead of one property each: they are many, alike, and
+// never what an agent acts on.
+func timesAndActors(root *jsonschema.Schema) {
+	var names []string
+	for _, name := range propertyOrder(root) {
+		if strings.HasSuffix(name, "_at") || strings.HasSuffix(name, "_by") {
+			names = append(names, name)
+			delete(root.Properties, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	root.PropertyOrder = slices.DeleteFunc(root.PropertyOrder, func(n string) bool {
+		return strings.HasSuffix(n, "_at") || strings.HasSuffix(n, "_by")
+	})
+	root.Description = strings.TrimSpace(root.Description + " Also " + strings.Join(names, ", ") + ".")
+}
+
+// glossaryType is the one JSON type a glossary field is named with: an
+// empty schema would encode as the bare true that the TypeScript SDK
+// rejects.
+func glossaryType(p *jsonschema.Schema) string {
+	switch {
+	case p.Type != "":
+		return p.Type
+	case len(p.Types) > 0:
+		return p.Types[len(p.Types)-1] // ["null", "array"] is an array
+	}
+	return "string" // a described text property, whose type simplify dropped
+}
+
+// glossaryFields reduces every property of a result that the
+// instructions' glossary describes (voice.Glossary: the IDs, action,
+// summary, status, diff, times, actors…), at any depth, to its name: the
+// agent reads what those fields mean once per conversation, not once per
+// tool that returns them.
+func glossaryFields(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	for name, p := range s.Properties {
+		if p == nil {
+			continue
+		}
+		if voice.InGlossary(name) {
+			s.Properties[name] = &jsonschema.Schema{Type: glossaryType(p)}
+			continue
+		}
+		glossaryFields(p)
+	}
+}
+
+// describeItems applies the last rule of compactOutput to every property
+// of s, in the order of its fields; shapes maps an item shape already
+// named in words to the property that names it.
+func describeItems(s *jsonschema.Schema, shapes map[string]string) {
+	if s == nil {
+		return
+	}
+	for _, name := range propertyOrder(s) {
+		p := s.Properties[name]
+		if p == nil {
+			continue
+		}
+		if p.Items != nil && len(p.Items.Properties) > 0 {
+			shape := shapeOf(p.Items)
+			words := "each " + shape
+			if first, ok := shapes[shape]; ok {
+				words = "each as in " + first
+			} else {
+				shapes[shape] = name
+			}
+			p.Description = strings.TrimSuffix(strings.TrimSpace(p.Description), ".")
+			if p.Description != "" {
+				p.Description += "; "
+			}
+			p.Description += words
+			p.Items = nil // the words say what each item is
+			continue
+		}
+		describeItems(p, shapes)
+	}
+}
+
+// shapeOf names the fields of an object schema in words, in their order,
+// with the items of a list of objects in brackets.
+func shapeOf(s *jsonschema.Schema) string {
+	var fields []string
+	for _, name := range propertyOrder(s) {
+		p := s.Properties[name]
+		if p != nil && p.Items != nil && len(p.Items.Properties) > 0 {
+			name += ": [" + shapeOf(p.Items) + "]"
+		}
+		fields = append(fields, name)
+	}
+	return "{" + strings.Join(fields, ", ") + "}"
+}
+
+// propertyOrder is the order of s's properties: the order of the Go
+// struct's fields when jsonschema recorded it, else sorted.
+func propertyOrder(s *jsonschema.Schema) []string {
+	if len(s.PropertyOrder) == len(s.Properties) {
+		return s.PropertyOrder
+	}
+	return slices.Sorted(maps.Keys(s.Properties))
 }
 
 // simplify applies the first three rules of compactOutput to s and every
@@ -116,13 +230,17 @@ func simplify(s *jsonschema.Schema) {
 		if p == nil {
 			continue
 		}
-		if len(p.Types) == 2 && p.Types[0] == "null" && !slices.Contains(s.Required, name) {
+		if len(p.Types) == 2 && p.Types[0] == "null" && (p.Types[1] == "array" || !slices.Contains(s.Required, name)) {
 			p.Type, p.Types = p.Types[1], nil
 		}
 		if slices.Equal(p.Types, anyJSONTypes) && p.Description != "" {
 			p.Types = nil
 		}
+		if p.Type == "string" && p.Description != "" && p.Enum == nil {
+			p.Type = "" // text is what a described property is read as
+		}
 	}
+	s.Required = nil // after the rule above, which reads it
 	for _, p := range s.Properties {
 		simplify(p)
 	}
@@ -133,142 +251,4 @@ func simplify(s *jsonschema.Schema) {
 // isFalse reports whether s is the schema false as jsonschema infers it.
 func isFalse(s *jsonschema.Schema) bool {
 	return s != nil && s.Not != nil && reflect.ValueOf(*s.Not).IsZero()
-}
-
-// hoistRepeated defines every object schema that occurs more than once
-// under root (outside root itself) once in root.Defs, largest first, and
-// replaces each occurrence with a reference. names maps a struct type's
-// schema, encoded, to the name of its definition; a schema not in it is
-// named "def1", "def2"...
-func hoistRepeated(root *jsonschema.Schema, names map[string]string) {
-	for {
-		counts := map[string]int{}
-		eachChild(root, func(c *jsonschema.Schema) {
-			if c.Type == "object" && len(c.Properties) > 0 {
-				counts[encode(c)]++
-			}
-		})
-		best := ""
-		for enc, n := range counts {
-			if n < 2 {
-				continue
-			}
-			if best == "" || len(enc) > len(best) || (len(enc) == len(best) && enc < best) {
-				best = enc
-			}
-		}
-		if best == "" {
-			return
-		}
-		name := names[best]
-		for i := 1; name == "" || root.Defs[name] != nil; i++ {
-			name = fmt.Sprintf("def%d", i)
-		}
-		var def *jsonschema.Schema
-		eachChild(root, func(c *jsonschema.Schema) {
-			if def == nil && encode(c) == best {
-				def = c.CloneSchemas()
-			}
-		})
-		if root.Defs == nil {
-			root.Defs = map[string]*jsonschema.Schema{}
-		}
-		root.Defs[name] = def
-		ref := "#/$defs/" + name
-		replaceChildren(root, func(c *jsonschema.Schema) *jsonschema.Schema {
-			if encode(c) == best {
-				return &jsonschema.Schema{Ref: ref}
-			}
-			return nil
-		})
-	}
-}
-
-// eachChild calls f on every schema under s (properties, items, map values
-// and definitions), but not on s itself nor on a definition itself.
-func eachChild(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
-	var walk func(c *jsonschema.Schema)
-	walk = func(c *jsonschema.Schema) {
-		if c == nil {
-			return
-		}
-		f(c)
-		eachChild(c, f)
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
-		walk(s.Properties[name])
-	}
-	walk(s.Items)
-	walk(s.AdditionalProperties)
-	for _, name := range slices.Sorted(maps.Keys(s.Defs)) {
-		eachChild(s.Defs[name], f)
-	}
-}
-
-// replaceChildren replaces every schema under s (as eachChild visits them)
-// for which f returns a schema, and looks inside the others.
-func replaceChildren(s *jsonschema.Schema, f func(*jsonschema.Schema) *jsonschema.Schema) {
-	replace := func(c *jsonschema.Schema) *jsonschema.Schema {
-		if c == nil {
-			return nil
-		}
-		if r := f(c); r != nil {
-			return r
-		}
-		replaceChildren(c, f)
-		return c
-	}
-	for name, p := range s.Properties {
-		s.Properties[name] = replace(p)
-	}
-	s.Items = replace(s.Items)
-	s.AdditionalProperties = replace(s.AdditionalProperties)
-	for _, d := range s.Defs {
-		replaceChildren(d, f)
-	}
-}
-
-// encode renders s as JSON, the key by which equal schemas are found.
-func encode(s *jsonschema.Schema) string {
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(fmt.Sprintf("changeset: schema does not encode: %v", err))
-	}
-	return string(b)
-}
-
-// structSchemaNames maps the schema of every named struct type that t
-// holds (through fields, pointers, slices, arrays and map values),
-// inferred with opts and simplified, encoded, to the type's name.
-func structSchemaNames(t reflect.Type, opts *jsonschema.ForOptions) (map[string]string, error) {
-	names := map[string]string{}
-	seen := map[reflect.Type]bool{}
-	var visit func(t reflect.Type, root bool) error
-	visit = func(t reflect.Type, root bool) error {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || seen[t] || opts.TypeSchemas[t] != nil {
-			return nil
-		}
-		seen[t] = true
-		if !root && t.Name() != "" {
-			s, err := jsonschema.ForType(t, opts)
-			if err != nil {
-				return err
-			}
-			simplify(s)
-			enc := encode(s)
-			names[enc] = cmp.Or(names[enc], t.Name())
-		}
-		for _, f := range reflect.VisibleFields(t) {
-			if f.IsExported() && !f.Anonymous {
-				if err := visit(f.Type, false); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	return names, visit(t, true)
 }

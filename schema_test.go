@@ -6,14 +6,16 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
-// TestOutputSchema_EveryFieldDescribedAndItemsDefinedOnce checks the shared
-// tools' output schemas: every property, at every depth and in every
-// definition, has a description; no property schema is the bare true the
-// TypeScript SDK rejects; the run report's repeated item schemas are
-// defined once; and a report with every list filled validates.
-func TestOutputSchema_EveryFieldDescribedAndItemsDefinedOnce(t *testing.T) {
+// TestOutputSchema_EveryFieldDescribed checks the shared tools' output
+// schemas: every property, at every depth, is described in its schema or
+// by the instructions' glossary (voice.Glossary); no property schema is
+// the bare true the TypeScript SDK rejects; a list of objects names its
+// items' fields in words, once per schema; and a report with every list
+// filled validates, while one with a field of the wrong type does not.
+func TestOutputSchema_EveryFieldDescribed(t *testing.T) {
 	for name, s := range map[string]*jsonschema.Schema{
 		"PreviewResult": outputSchema[PreviewResult](),
 		"ApplyResult":   outputSchema[ApplyResult](),
@@ -27,20 +29,25 @@ func TestOutputSchema_EveryFieldDescribedAndItemsDefinedOnce(t *testing.T) {
 		var check func(path string, s *jsonschema.Schema)
 		check = func(path string, s *jsonschema.Schema) {
 			for p, ps := range s.Properties {
-				if ps == nil || (ps.Description == "" && ps.Ref == "") {
+				switch {
+				case ps == nil:
+					t.Errorf("%s: property %s%s is nil", name, path, p)
+				case voice.InGlossary(p):
+					if ps.Description != "" {
+						t.Errorf("%s: %s%s is described by the glossary and again in the schema", name, path, p)
+					}
+				case ps.Description == "":
 					t.Errorf("%s: property %s%s has no description", name, path, p)
-					continue
 				}
-				if ps.Items != nil {
-					check(path+p+"[].", ps.Items)
+				if ps != nil && ps.Items != nil && len(ps.Items.Properties) > 0 {
+					t.Errorf("%s: the items of %s%s are a schema, not words: %v", name, path, p, ps.Items.Properties)
 				}
-				check(path+p+".", ps)
+				if ps != nil {
+					check(path+p+".", ps)
+				}
 			}
 		}
 		check("", s)
-		for d, ds := range s.Defs {
-			check("$defs."+d+".", ds)
-		}
 		b, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
@@ -52,11 +59,8 @@ func TestOutputSchema_EveryFieldDescribedAndItemsDefinedOnce(t *testing.T) {
 
 	report := outputSchema[RunReport]()
 	b, _ := json.Marshal(report)
-	if got := strings.Count(string(b), `"reason":`); got != 1 {
-		t.Errorf("the run report's note schema appears %d times, want once: %s", got, b)
-	}
-	if report.Defs["RunNote"] == nil || report.Defs["RunStep"] == nil {
-		t.Errorf("definitions = %v, want RunNote and RunStep", report.Defs)
+	if got := strings.Count(string(b), "reason"); got != 1 {
+		t.Errorf("the run report names a note's fields %d times, want once: %s", got, b)
 	}
 	resolved, err := report.Resolve(nil)
 	if err != nil {
@@ -67,18 +71,17 @@ func TestOutputSchema_EveryFieldDescribedAndItemsDefinedOnce(t *testing.T) {
 		Drift: []Drift{{Field: "theme", Expected: json.RawMessage(`"dark"`), Found: json.RawMessage(`{"x":[1]}`)}}}
 	full := RunReport{RunID: "run_1", Status: "undone", WillUndo: []RunStep{step}, Undone: []RunStep{step},
 		NoNetChange: []RunStep{}, Skipped: []RunNote{note}, Irreversible: []RunNote{}, Failed: []RunNote{note},
-		NotCarriedOut: []string{"chg_2"}, Notes: []RunNote{note}}
+		NotCarriedOut: []string{"chg_2"}, Notes: []RunNote{note}, Replayed: true, ReplayNote: "n"}
 	var v any
 	raw, _ := json.Marshal(full)
 	_ = json.Unmarshal(raw, &v)
 	if err := resolved.Validate(v); err != nil {
 		t.Errorf("a full report does not validate: %v\n%s", err, raw)
 	}
-	// The schema still checks what it describes: a drift entry without its
-	// field is refused.
-	bad := strings.Replace(string(raw), `"field":"theme",`, "", 1)
+	// The schema still checks the types it states.
+	bad := strings.Replace(string(raw), `"dry_run":false`, `"dry_run":"no"`, 1)
 	_ = json.Unmarshal([]byte(bad), &v)
 	if err := resolved.Validate(v); err == nil {
-		t.Errorf("a drift entry without field validates: %s", bad)
+		t.Errorf("a report whose dry_run is text validates: %s", bad)
 	}
 }

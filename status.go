@@ -27,9 +27,7 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 	if c.ScopeHash != scope {
 		return nil, changeNotFound(id)
 	}
-	st := statusOf(c)
-	st.Error = agentErrorType(c) // statusOf should do this for get_run too
-	return st, nil
+	return g.statusOf(c), nil
 }
 
 // Record returns the full ledger row of a change for trusted code and

@@ -81,7 +81,7 @@ func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schem
 		Description:  desc,
 		InputSchema:  input,
 		OutputSchema: outputSchema[PreviewResult](),
-		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}
 	addTool(g, pt, func(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, *PreviewResult, error) {
 		// The SDK decoded the arguments to validate them and encoded them
@@ -118,12 +118,12 @@ func (g *Guard) toolError(err error) error {
 // The shared tools' inputs.
 type (
 	applyInput struct {
-		ChangeID          string `json:"change_id" jsonschema:"from the preview"`
-		ConfirmationToken string `json:"confirmation_token" jsonschema:"from the preview"`
+		ChangeID          string `json:"change_id"`
+		ConfirmationToken string `json:"confirmation_token"`
 	}
 	undoInput struct {
-		ChangeID  string `json:"change_id" jsonschema:"the applied change"`
-		UndoToken string `json:"undo_token" jsonschema:"from the apply"`
+		ChangeID  string `json:"change_id"`
+		UndoToken string `json:"undo_token"`
 	}
 	statusInput struct {
 		ChangeID string `json:"change_id"`
@@ -133,8 +133,8 @@ type (
 	}
 	getRunInput struct {
 		RunID  string `json:"run_id"`
-		Limit  int    `json:"limit,omitempty" jsonschema:"changes per page: default 100, at most 500"`
-		Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"page size: default 100, at most 500"`
+		Cursor string `json:"cursor,omitempty" jsonschema:"a next_cursor"`
 	}
 	listRunsInput struct {
 		Status string `json:"status,omitempty" jsonschema:"open, undoing, undone or partially_undone"`
@@ -145,8 +145,8 @@ type (
 	}
 	undoRunInput struct {
 		RunID             string `json:"run_id"`
-		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"default true: only report, change nothing"`
-		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"from the dry run; needed when dry_run is false"`
+		DryRun            *bool  `json:"dry_run,omitempty" jsonschema:"default true: report only"`
+		ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"from the dry run, for dry_run=false"`
 	}
 )
 

@@ -27,7 +27,9 @@ func exerciseTools(t *testing.T, kit backendKit) {
 				t.Fatalf("tool %s missing; have %v", name, tools)
 			}
 		}
-		if a := tools["acme_preview_set"].Annotations; !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+		// A read-only tool's destructiveHint means nothing (MCP: it counts
+		// only when readOnlyHint is false), so a preview leaves it out.
+		if a := tools["acme_preview_set"].Annotations; !a.ReadOnlyHint || (a.DestructiveHint != nil && *a.DestructiveHint) {
 			t.Errorf("preview annotations = %+v", a)
 		}
 		if a := tools["acme_apply_change"].Annotations; a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {

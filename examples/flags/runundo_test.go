@@ -39,9 +39,12 @@ func TestRunUndo_KeepsTheRolloutAPersonSetBack(t *testing.T) {
 		t.Errorf("c1's reason does not name the newer change that keeps the flag (%s): %q", c2.ChangeID, n1.Reason)
 	}
 
+	if dry.ConfirmationToken != "" || !strings.HasPrefix(dry.NextStep, "Nothing to undo") {
+		t.Errorf("a dry run with nothing to undo gave a token or asked for approval: %+v", dry)
+	}
 	rep := c.UndoRun(run, dry.ConfirmationToken)
-	if len(rep.Undone) != 0 || rep.Status != "partially_undone" {
-		t.Fatalf("undo = %+v, want nothing undone, partially_undone", rep)
+	if len(rep.Undone) != 0 || rep.Status != "open" {
+		t.Fatalf("undo = %+v, want nothing undone and the run open", rep)
 	}
 	if got := flags(t, c); got != "beta on 50 " {
 		t.Fatalf("flags after the run's undo = %q, want the person's rollout of 50", got)

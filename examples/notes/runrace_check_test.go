@@ -17,11 +17,15 @@ import (
 
 // confirmRefusalOK reports whether a confirm's refusal is one the race
 // explains: the plan changed since the dry run (an apply, a person's
-// edit), or a change of the run is in flight; with a second confirmer,
-// also that it holds the run, spent the token, or is undoing a change.
-func confirmRefusalOK(text string, twoConfirmers bool) bool {
+// edit; after a dry run with nothing to undo, which gave no token, that
+// is the want of a token), or a change of the run is in flight; with a
+// second confirmer, also that it holds the run, spent the token, or is
+// undoing a change.
+func confirmRefusalOK(text string, twoConfirmers, dryGaveNoToken bool) bool {
 	switch {
 	case strings.Contains(text, "has changed since the dry run; run the dry run again"):
+		return true
+	case dryGaveNoToken && strings.Contains(text, "needs the confirmation_token of its dry run"):
 		return true
 	case strings.Contains(text, "cannot be undone now: change ") && strings.Contains(text, " is applying; nothing was undone"):
 		return true
@@ -72,16 +76,17 @@ func (it *iteration) checkRace() {
 	// The confirms: at most one carried out the plan; another may have got
 	// its stored report, or a refusal that says why.
 	var reports []exampletest.RunReport
+	replays := 0
 	var confirmStart time.Time
 	for who, o := range map[string]timed{"A": it.confirmA, "C": it.confirmC} {
 		switch {
 		case !o.made:
 		case o.Refusal != "":
-			if !confirmRefusalOK(o.Refusal, it.useC) {
+			if !confirmRefusalOK(o.Refusal, it.useC, dry.ConfirmationToken == "") {
 				it.fatalf("%s's confirm was refused without a reason the race explains: %q", who, o.Refusal)
 			}
 			switch {
-			case strings.Contains(o.Refusal, "has changed since the dry run"):
+			case strings.Contains(o.Refusal, "has changed since the dry run"), strings.Contains(o.Refusal, "needs the confirmation_token"):
 				it.stats["confirm_refused_plan_changed"]++
 			case strings.Contains(o.Refusal, " is applying;"):
 				it.stats["confirm_refused_change_applying"]++
@@ -93,14 +98,31 @@ func (it *iteration) checkRace() {
 			if err := o.Into(&rep); err != nil {
 				it.fatalf("%s's confirm: %v", who, err)
 			}
+			if strings.HasPrefix(rep.NextStep, "Nothing to undo") {
+				// The plan still undoes nothing: the confirm did nothing.
+				if dry.ConfirmationToken != "" || rep.Status != "open" || len(rep.Undone) != 0 || len(rep.NoNetChange) != 0 || rep.Replayed {
+					it.fatalf("%s's confirm said there is nothing to undo, yet: %+v (dry run %+v)", who, rep, dry)
+				}
+				it.stats["confirm_nothing_to_undo"]++
+				continue
+			}
+			if rep.Replayed {
+				// The other confirm undid the run first: this is its
+				// stored report, which says so.
+				if !strings.Contains(rep.ReplayNote, "already undone") {
+					it.fatalf("%s's confirm got a replayed report without a note of when and by whom: %+v", who, rep)
+				}
+				rep.Replayed, rep.ReplayNote = false, ""
+				replays++
+			}
 			reports = append(reports, rep)
 			if confirmStart.IsZero() || o.start.Before(confirmStart) {
 				confirmStart = o.start
 			}
 		}
 	}
-	if len(reports) == 2 && !reflect.DeepEqual(reports[0], reports[1]) {
-		it.fatalf("two confirms of one dry run returned different reports (two undos?):\n%+v\n%+v", reports[0], reports[1])
+	if len(reports) == 2 && (!reflect.DeepEqual(reports[0], reports[1]) || replays != 1) {
+		it.fatalf("two confirms of one dry run returned different reports, or not one replayed (two undos?):\n%+v\n%+v", reports[0], reports[1])
 	}
 	detail := it.getRun()
 	status := map[string]string{}

@@ -209,9 +209,9 @@ func TestRunPlan_AnotherSessionsEditIsSkippedWithItsDrift(t *testing.T) {
 			t.Errorf("skip entry lacks action or summary: %+v", n)
 		}
 	}
-	rep := a.UndoRun(run, dry.ConfirmationToken)
-	if len(rep.Undone) != 0 || rep.Status != "partially_undone" || len(rep.NotCarriedOut) != 0 {
-		t.Fatalf("undo = %+v", rep)
+	rep := a.UndoRun(run, dry.ConfirmationToken) // none: nothing is to be undone
+	if len(rep.Undone) != 0 || rep.Status != "open" || len(rep.NotCarriedOut) != 0 || len(rep.Skipped) != 2 {
+		t.Fatalf("undo = %+v, want nothing done, both changes still reported skipped, the run open", rep)
 	}
 	if got := settings(t, a)["theme"]; got != "green" {
 		t.Fatalf("theme = %v, want the other session's green kept", got)
@@ -251,9 +251,9 @@ func TestRunPlan_AnEditAfterTheReviewIsNotOverwritten(t *testing.T) {
 	}
 	nb, _ := exampletest.SkippedNote(dry2, blue)
 	wantDrift(t, nb, `"blue"`, `"green"`)
-	rep := a.UndoRun(run, dry2.ConfirmationToken)
-	if len(rep.Undone) != 0 || rep.Status != "partially_undone" {
-		t.Fatalf("undo = %+v", rep)
+	rep := a.UndoRun(run, dry2.ConfirmationToken) // none: nothing is to be undone
+	if len(rep.Undone) != 0 || rep.Status != "open" || len(rep.Skipped) != 2 {
+		t.Fatalf("undo = %+v, want nothing done and the run open", rep)
 	}
 	if got := settings(t, a)["theme"]; got != "green" {
 		t.Fatalf("theme = %v, want green kept", got)

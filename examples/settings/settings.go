@@ -51,7 +51,7 @@ func (s *store) Snapshot() map[string]string {
 
 // setting is both the tool's input and the stored payload.
 type setting struct {
-	Key   string `json:"key" jsonschema:"the setting to change: theme or language"`
+	Key   string `json:"key" jsonschema:"theme or language"`
 	Value string `json:"value" jsonschema:"the new value"`
 }
 

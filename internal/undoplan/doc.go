@@ -25,4 +25,9 @@
 //
 // A kept change keeps every one of its resources (rule 5 for the older
 // changes of each).
+//
+// The rules decide; package voice words. A Pass words each reason through
+// the voice it is given, so that reasons name tools with the Guard's
+// prefix, and every name or value of a change (a resource, a field, a
+// summary, a state found) is quoted and escaped there, never spliced bare.
 package undoplan

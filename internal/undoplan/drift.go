@@ -3,10 +3,10 @@ package undoplan
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
+
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
 // Drift is one difference between the state the undo expected a resource
@@ -64,57 +64,13 @@ func driftOfStep(s *Step, after, found map[string]json.RawMessage) []Drift {
 	return out
 }
 
-// maxDriftValue caps a value quoted in a reason.
-const maxDriftValue = 60
-
-// Describe says in a few words what changed, for a reason:
-// `theme is "blue" (this change left "dark")`.
-func Describe(d []Drift) string {
-	resources := []string{}
-	for _, e := range d {
-		if e.Resource != "" && !slices.Contains(resources, e.Resource) {
-			resources = append(resources, e.Resource)
-		}
+// Describe says in a few words, worded by v, what changed, for a reason:
+// `"theme" is now "blue" (this change left "dark")`. Field and resource
+// names are quoted by voice.Quote and values by voice.Value.
+func Describe(v *voice.Voice, d []Drift) string {
+	moved := make([]voice.Drift, len(d))
+	for i, e := range d {
+		moved[i] = voice.Drift(e)
 	}
-	if len(resources) == 1 {
-		own := make([]Drift, 0, len(d))
-		for _, e := range d {
-			e.Resource = ""
-			own = append(own, e)
-		}
-		return "resource " + resources[0] + ": " + Describe(own)
-	}
-	if len(resources) > 0 {
-		if len(resources) > 4 {
-			resources = append(resources[:4], fmt.Sprintf("%d more", len(resources)-4))
-		}
-		return "resources " + strings.Join(resources, ", ") + " differ from what this change left"
-	}
-	switch {
-	case len(d) == 0:
-		return "its state differs from the one this change left"
-	case len(d) == 1 && d[0].Field == "":
-		return fmt.Sprintf("it is now %s (this change left %s)", quoteValue(d[0].Found), quoteValue(d[0].Expected))
-	case len(d) == 1:
-		return fmt.Sprintf("%s is now %s (this change left %s)", d[0].Field, quoteValue(d[0].Found), quoteValue(d[0].Expected))
-	}
-	names := make([]string, 0, len(d))
-	for _, e := range d {
-		names = append(names, e.Field)
-	}
-	if len(names) > 4 {
-		names = append(names[:4], fmt.Sprintf("%d more", len(d)-4))
-	}
-	return "fields " + strings.Join(names, ", ") + " differ from what this change left"
-}
-
-// quoteValue cuts a JSON value short for a sentence.
-func quoteValue(v json.RawMessage) string { return Cut(string(v), maxDriftValue) }
-
-// Cut shortens s to n bytes of valid UTF-8 and an ellipsis.
-func Cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
+	return v.Moved(moved)
 }

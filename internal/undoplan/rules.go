@@ -2,9 +2,9 @@ package undoplan
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -16,6 +16,8 @@ import (
 // found, then Settle, for every step in order.
 type Pass struct {
 	now time.Time
+	// voice words the reasons.
+	voice *voice.Voice
 	// held: change ID → why a dependency holds it (planning only).
 	held map[string]string
 	// kept: resource key → the newest change of it the undo keeps.
@@ -32,10 +34,17 @@ type Expectation struct {
 	By    string
 }
 
-// NewPass starts a pass at now; held names the changes a dependency holds
-// back, with why (see HoldReason), or is nil.
-func NewPass(now time.Time, held map[string]string) *Pass {
-	return &Pass{now: now, held: held, kept: map[string]string{}, expect: map[string]Expectation{}}
+// NewPass starts a pass at now whose reasons v words; held names the
+// changes a dependency holds back, with why (see HoldReason), or is nil.
+//
+// The pass words its reasons as it decides, through v, rather than
+// returning kinds for the caller to word: a reason is built from what the
+// rule found (the drift, the newer change that keeps a resource), and a
+// kept change's reason grows when its state is read too, so the words are
+// made where those facts are, by the one voice that words every other
+// sentence.
+func NewPass(now time.Time, held map[string]string, v *voice.Voice) *Pass {
+	return &Pass{now: now, voice: v, held: held, kept: map[string]string{}, expect: map[string]Expectation{}}
 }
 
 // Expected returns the state the pass has reached for a resource key: the
@@ -57,20 +66,20 @@ func (p *Pass) Precheck(s *Step) bool {
 	case s.Verdict == NoNetChange:
 		return false
 	case c.Status == ledger.UndoFailed:
-		s.Verdict, s.Reason = Skip, undoFailedReason(c)
+		s.Verdict, s.Reason = Skip, p.voice.ReasonUndoFailedEarlier(string(c.Failure), c.NothingWritten)
 	case !s.Op.Registered:
-		s.Verdict, s.Reason = Irreversible, fmt.Sprintf("this server no longer has the operation %q", c.Action)
+		s.Verdict, s.Reason = Irreversible, p.voice.ReasonOperationGone(c.Action)
 	case !c.Undoable || !s.Op.HasUndo:
-		s.Verdict, s.Reason = Irreversible, "its operation has no undo"
+		s.Verdict, s.Reason = Irreversible, p.voice.ReasonNoUndo()
 	case !c.UndoExpiresAt.IsZero() && !p.now.Before(c.UndoExpiresAt):
-		s.Verdict, s.Reason = Irreversible, "its undo window closed at "+c.UndoExpiresAt.UTC().Format(time.RFC3339)
+		s.Verdict, s.Reason = Irreversible, p.voice.ReasonWindowClosed(c.UndoExpiresAt.UTC().Format(time.RFC3339))
 	case p.held[c.ID] != "":
 		s.Verdict, s.Reason = Skip, p.held[c.ID]
 	case p.keptBy(s) != "":
-		s.Verdict, s.Reason = Skip, fmt.Sprintf("change %s of the run, made after it to the same resource, stays in place (see its reason), so this one stays too and the resource keeps the state it has now", p.keptBy(s))
+		s.Verdict, s.Reason = Skip, p.voice.ReasonKeptByNewer(p.keptBy(s))
 		return s.Op.Observes && c.After != nil
 	case s.Op.Observes && c.After == nil:
-		s.Verdict, s.Reason = Skip, ReasonNoSnapshot
+		s.Verdict, s.Reason = Skip, p.voice.ReasonNoSnapshot()
 	default:
 		s.Verdict = Undo
 		return s.Op.Observes
@@ -123,16 +132,16 @@ func (p *Pass) Check(s *Step, found map[string]json.RawMessage, by map[string]st
 	}
 	kept := s.Verdict == Skip
 	s.Verdict, s.Drift = Skip, driftOfStep(s, after, found)
-	what := Describe(s.Drift)
+	what := Describe(p.voice, s.Drift)
 	switch {
 	case kept:
-		s.Reason += ": " + what
+		s.Reason = p.voice.ReasonAlsoMoved(s.Reason, what)
 	case when == Executing:
-		s.Reason = ChangedSinceReview(s.Drift)
+		s.Reason = p.voice.ReasonChangedSinceReview(what)
 	case between != "":
-		s.Reason = fmt.Sprintf("it was changed outside the run between this change and change %s of the run: %s; it is left as it is", between, what)
+		s.Reason = p.voice.ReasonChangedBetween(between, what)
 	default:
-		s.Reason = "its resource changed after it was applied, outside the run: " + what + "; it is left as it is"
+		s.Reason = p.voice.ReasonChangedOutside(what)
 	}
 	return false
 }
@@ -165,40 +174,17 @@ func (p *Pass) Settle(s *Step) {
 	}
 }
 
-// ReasonNoSnapshot is why a change without an "after" snapshot is kept.
-const ReasonNoSnapshot = "no state was recorded after it was applied, so a later edit cannot be ruled out; it is left as it is"
-
 // ChangedSinceReview is the reason for a reviewed step whose check failed
-// right before its inverse.
-func ChangedSinceReview(drift []Drift) string {
-	return "it was in the reviewed plan, but its resource changed after the review: " + Describe(drift) + "; it is left as it is"
+// right before its inverse, worded by v.
+func ChangedSinceReview(v *voice.Voice, drift []Drift) string {
+	return v.ReasonChangedSinceReview(Describe(v, drift))
 }
 
-// undoFailedReason is why a change whose undo failed earlier is kept.
-func undoFailedReason(c *ledger.Change) string {
-	why := "its undo failed earlier"
-	switch c.Failure {
-	case ledger.FailureStateChanged:
-		why = "its undo was refused earlier because its resource had changed"
-	case ledger.FailureInterrupted:
-		why = "its undo was interrupted earlier and reconciled by an operator"
-	}
-	if c.NothingWritten {
-		why += " (nothing was written)"
-	}
-	return why + "; it is left as it is. Check it with get_change_status; it cannot be undone again"
-}
-
-// HoldReason is why the undo of c is held back: it would remove resource,
-// which dep, a change of the same scope that stays in place, depends on.
-func HoldReason(c, dep *ledger.Change, resource string) string {
-	where := "outside the run"
-	if dep.RunID != "" && dep.RunID == c.RunID {
-		where = "of the same run"
-	} else if dep.RunID != "" {
-		where = "of run " + dep.RunID
-	}
-	return fmt.Sprintf("undoing it would remove %s, which change %s (%s, %s) depends on and which stays in place; it is left as it is", resource, dep.ID, dep.Summary, where)
+// HoldReason is why the undo of c is held back, worded by v: it would
+// remove resource, which dep, a change of the same scope that stays in
+// place, depends on. It ends with "; it is left as it is".
+func HoldReason(v *voice.Voice, c, dep *ledger.Change, resource string) string {
+	return v.ReasonHeld(resource, dep.ID, dep.Summary, dep.RunID, dep.RunID != "" && dep.RunID == c.RunID)
 }
 
 // NoNet marks, among steps (newest first), the no-net-change steps: the
@@ -235,8 +221,7 @@ func NoNet(steps []Step, current func(key string) (json.RawMessage, error)) {
 			continue
 		}
 		for _, i := range idx {
-			steps[i].Verdict = NoNetChange
-			steps[i].Reason = "the run itself brought this resource back to where it started; no write is needed"
+			steps[i].Verdict = NoNetChange // a report lists it without a reason
 			steps[i].NetState = newest.After
 		}
 	}

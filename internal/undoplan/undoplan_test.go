@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -63,7 +64,7 @@ func TestPass_KeptChangeKeepsItsResource(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c2 := &ledger.Change{ID: "chg_2", Status: ledger.Applied, Undoable: true, Resource: "flag:beta", Before: raw(`50`), After: raw(`100`)}
 	c1 := &ledger.Change{ID: "chg_1", Status: ledger.Applied, Undoable: true, Resource: "flag:beta", Before: raw(`10`), After: raw(`50`)}
-	p := NewPass(now, nil)
+	p := NewPass(now, nil, voice.New("", "", voice.Token))
 	s2, s1 := step(c2), step(c1)
 	found := map[string]json.RawMessage{"r:flag:beta": raw(`50`)} // a person set it back to 50
 	if !p.Precheck(s2) || p.Check(s2, found, nil, Planning) {
@@ -90,7 +91,7 @@ func TestPass_SeveralResourcesKeptWhole(t *testing.T) {
 	c := &ledger.Change{ID: "chg_2", Status: ledger.Applied, Undoable: true, Resources: []string{"row:a", "row:b"},
 		Before: raw(`{"row:a":{"v":1},"row:b":{"v":1}}`), After: raw(`{"row:a":{"v":2},"row:b":{"v":2}}`)}
 	older := &ledger.Change{ID: "chg_1", Status: ledger.Applied, Undoable: true, Resource: "row:a", Before: raw(`{"v":0}`), After: raw(`{"v":1}`)}
-	p := NewPass(time.Unix(1000, 0), nil)
+	p := NewPass(time.Unix(1000, 0), nil, voice.New("", "", voice.Token))
 	s := step(c)
 	p.Precheck(s)
 	p.Check(s, map[string]json.RawMessage{"r:row:a": raw(`{"v":2}`), "r:row:b": raw(`{"v":9}`)}, nil, Planning)

@@ -9,17 +9,20 @@ import "fmt"
 // The kinds of failure of a change the library decides, as the ledger
 // names them (ledger.Failure), in words.
 var failureWords = map[string]string{
-	"state_changed":    "refused: the resource was not as the state check expected",
-	"result_too_large": "the result was too large to keep, so there is no undo",
-	"interrupted":      "interrupted: the server stopped during the step, and an operator closed it",
+	"state_changed":    "state changed: the resource was not in the state the check expected, so nothing was written",
+	"result_too_large": "result too large: the operation wrote, but its result was over the server's limit, so there is no undo",
+	"interrupted":      "interrupted: the server stopped while the change was in flight; an operator reconciled it",
 	"panic":            "the operation's code crashed (panicked)",
-	"refused":          "refused",
-	"run_undo":         "failed during the undo of its run",
+	"refused":          "refused: the reason was in the answer to the call that failed",
+	"run_undo":         "its undo failed during the undo of its run",
+	"writes_disabled":  "writes were disabled on the server",
+	"ledger":           "the change ledger failed",
 }
 
 // FailureKind is a failure the library decided, in words: kind is a
 // failure of the ledger (state_changed, result_too_large, interrupted) or
-// one of panic, refused and run_undo. It returns "" for any other kind.
+// one of panic, refused, run_undo, writes_disabled and ledger. It returns
+// "" for any other kind.
 func FailureKind(kind string) string { return failureWords[kind] }
 
 // DependencyHeld refuses an undo that would remove what a kept change

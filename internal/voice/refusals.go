@@ -28,11 +28,6 @@ func shortID(id string) string {
 // ChangeNotFound refuses an unknown change, or one of another scope.
 func ChangeNotFound(id string) string { return Change(id) + " not found" }
 
-// RunNotFound refuses an unknown run, or one of another scope.
-func (v *Voice) RunNotFound(id string) string {
-	return Run(id) + " not found; start one with " + v.Tool("start_run")
-}
-
 // WritesOff refuses a write while writes are off. subject is what was not
 // done ("change chg_… was not applied"), or "" for writes in general;
 // unknownMode is the value of the write-mode variable when it is not a

@@ -9,14 +9,14 @@ package voice
 // operation's own description.
 func (v *Voice) PreviewTool() string {
 	if v.mode == User {
-		return "Previews only: returns a diff and a change_id, changes nothing. Show the diff to the user, then call " + v.Tool("apply_change") + "; their client asks them to approve."
+		return "Preview only: changes nothing. Show the diff to the user, then call " + v.Tool("apply_change") + "; their client asks them to approve."
 	}
-	return "Previews only: returns a diff and a confirmation_token, changes nothing. Show the diff to the user; call " + v.Tool("apply_change") + " only after they approve."
+	return "Preview only: changes nothing. Show the diff to the user; call " + v.Tool("apply_change") + " only after they approve."
 }
 
 // RunIDParam describes the optional run_id of a preview tool's input.
 func (v *Voice) RunIDParam() string {
-	return "Optional: the run_id from " + v.Tool("start_run") + " that this change joins."
+	return "optional, from " + v.Tool("start_run")
 }
 
 // ApplyTool describes apply_change.
@@ -24,7 +24,7 @@ func (v *Voice) ApplyTool() string {
 	if v.mode == User {
 		return "Apply a previewed change, once, exactly as previewed. The user's client asks them to approve it first, showing the diff. Refused if the state changed, the preview expired, or writes are off."
 	}
-	return "Apply a previewed change, once, exactly as previewed. Call it only after the user saw the diff and approved. Refused if the state changed, the token is spent or expired, or writes are off."
+	return "Apply a previewed change, once, exactly as previewed, only after the user saw its diff and approved. Refused if the state changed, the token is used up, or writes are off."
 }
 
 // UndoTool describes undo_change.
@@ -32,7 +32,7 @@ func (v *Voice) UndoTool() string {
 	if v.mode == User {
 		return "Undo an applied change when the user asks; their client asks them to approve. Refused if the resource changed since (later edits are kept) or the undo window closed."
 	}
-	return "Undo an applied change with its undo_token, when the user asks. Refused if the resource changed since (later edits are kept) or the undo window closed."
+	return "Undo an applied change with its undo_token when the user asks. Refused if it changed since (later edits are kept) or the undo window closed."
 }
 
 // StatusTool describes get_change_status.
@@ -42,12 +42,12 @@ func (v *Voice) StatusTool() string {
 
 // StartRunTool describes start_run.
 func (v *Voice) StartRunTool() string {
-	return "Start a run: one unit for a task's changes, which the user can review and undo together. Pass its run_id to every preview of the task."
+	return "Start a run: one unit for a task's changes, to review and undo together. Pass its run_id to each preview of the task."
 }
 
 // GetRunTool describes get_run.
 func (v *Voice) GetRunTool() string {
-	return "Show a run: its changes, newest first, with diffs and statuses, and its undo report if any. When next_cursor is set, call again with it as cursor for more."
+	return "Show a run: its changes, newest first, and its undo report. If next_cursor is set, call again with it as cursor."
 }
 
 // ListRunsTool describes list_runs.
@@ -56,9 +56,9 @@ func (v *Voice) ListRunsTool() string { return "List runs, newest first." }
 // UndoRunTool describes undo_run.
 func (v *Voice) UndoRunTool() string {
 	if v.mode == User {
-		return "Undo a run's changes, newest first. The default dry run changes nothing: it reports what would be undone, skipped (changed since by people) or not undone exactly. Show it to the user, then call again with dry_run=false; their client asks them to approve."
+		return "Undo a run's changes, newest first. By default a dry run: changes nothing, reports what would be undone, kept (changed since) or not exact. Show it to the user, then call again with dry_run=false; their client asks them to approve."
 	}
-	return "Undo a run's changes, newest first. The default dry run changes nothing: it reports what would be undone, skipped (changed since by people) or not undone exactly, with a confirmation_token. Only after the user approves it, call again with dry_run=false and the token."
+	return "Undo a run's changes, newest first. By default a dry run: changes nothing, reports what would be undone, kept (changed since) or not exact. Only after the user approves it, call again with dry_run=false and its confirmation_token."
 }
 
 // ApproveField describes the one field of the approval form the user's

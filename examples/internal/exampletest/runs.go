@@ -1,6 +1,8 @@
 package exampletest
 
 import (
+	"strings"
+
 	changeset "github.com/mcp-changeset/changeset-go"
 )
 
@@ -98,17 +100,25 @@ func (c *Client) DryRun(runID string) RunReport {
 	c.t.Helper()
 	var r RunReport
 	Decode(c.t, c.Must("undo_run", map[string]any{"run_id": runID}), &r)
-	if !r.DryRun || r.ConfirmationToken == "" || r.RunID != runID {
+	// A plan that undoes and closes nothing asks for no approval: no token,
+	// and a next step that says there is nothing to undo.
+	empty := len(r.WillUndo) == 0 && len(r.NoNetChange) == 0
+	if !r.DryRun || r.RunID != runID || (r.ConfirmationToken == "") != empty || empty != strings.HasPrefix(r.NextStep, "Nothing to undo") {
 		c.t.Fatalf("undo_run dry run: unexpected result %+v", r)
 	}
 	return r
 }
 
-// UndoRun calls undo_run with dry_run=false and the dry run's token.
+// UndoRun calls undo_run with dry_run=false and the dry run's token; ""
+// (a dry run with nothing to undo gives none) sends none.
 func (c *Client) UndoRun(runID, token string) RunReport {
 	c.t.Helper()
 	var r RunReport
-	Decode(c.t, c.Must("undo_run", map[string]any{"run_id": runID, "dry_run": false, "confirmation_token": token}), &r)
+	args := map[string]any{"run_id": runID, "dry_run": false}
+	if token != "" {
+		args["confirmation_token"] = token
+	}
+	Decode(c.t, c.Must("undo_run", args), &r)
 	if r.DryRun || r.RunID != runID {
 		c.t.Fatalf("undo_run: unexpected result %+v", r)
 	}
