@@ -39,8 +39,8 @@ import (
 // callTimeout bounds every tool call the kit makes.
 const callTimeout = 30 * time.Second
 
-// Start is the time a Guard's Clock reads when NewGuard returns.
-var Start = time.Date(2030, time.January, 2, 9, 0, 0, 0, time.UTC)
+// start is the time a Guard's Clock reads when NewGuard returns.
+var start = time.Date(2030, time.January, 2, 9, 0, 0, 0, time.UTC)
 
 // Guard is a [changeset.Guard] set up for a test: a temporary ledger, a
 // fake clock, writes enabled, and an in-memory MCP client. Make one with
@@ -53,7 +53,7 @@ type Guard struct {
 	// tools to it too.
 	Server *mcp.Server
 	// Clock is the Guard's clock. Advance it to expire tokens or close undo
-	// windows.
+	// windows. It is nil when the Options given to NewGuard set a Clock.
 	Clock *Clock
 
 	t      testing.TB
@@ -67,7 +67,7 @@ type Guard struct {
 // NewGuard returns a Guard for the test t. opts are the Guard's options,
 // the zero value being fine; NewGuard fills in what a test needs when it
 // is left empty: LedgerPath (a SQLite file in t.TempDir()), Clock (a fake
-// clock reading [Start]) and WriteMode ([changeset.WriteGuarded]). The
+// clock reading a fixed time) and WriteMode ([changeset.WriteGuarded]). The
 // Guard, its ledger and the client are closed when the test ends.
 //
 // The client connects at the first call, so that it sees every tool
@@ -79,7 +79,7 @@ func NewGuard(t testing.TB, opts changeset.Options) *Guard {
 		opts.LedgerPath = filepath.Join(t.TempDir(), "ledger.db")
 	}
 	if opts.Clock == nil {
-		g.Clock = NewClock(Start)
+		g.Clock = NewClock(start)
 		opts.Clock = g.Clock.Now
 	}
 	if opts.WriteMode == "" {
