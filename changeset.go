@@ -65,6 +65,10 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		g.log.Warn("the write-mode variable holds no write mode; writes stay off until it reads "+WriteGuarded,
 			"variable", opts.WriteModeEnv, "value", v)
 	}
+	// A ledger the Guard was given is used, never changed: every time the
+	// Guard records comes from its own clock, in the rows it writes. A
+	// ledger the Guard opens reads the Guard's clock too, for the
+	// operators' tasks called through Ledger (ExpireStale, Prune, …).
 	if opts.Ledger != nil {
 		g.ledger = opts.Ledger
 	} else {
@@ -72,13 +76,13 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 			Create:         true,
 			BusyTimeout:    opts.BusyTimeout,
 			AllowNetworkFS: opts.AllowNetworkFS,
+			Clock:          opts.Clock,
 		})
 		if err != nil {
 			return nil, err
 		}
 		g.ledger, g.ownsLedger = l, true
 	}
-	g.ledger.SetClock(opts.Clock)
 	if opts.Approval == UserApproval {
 		if g.sealer, err = loadApprovalKey(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
 			g.Close()
@@ -104,7 +108,9 @@ func (g *Guard) Close() error {
 }
 
 // Ledger returns the Guard's ledger, for operators' tasks such as
-// ExpireStale, Reconcile and Prune.
+// ExpireStale, Reconcile and Prune. Those read the ledger's clock: the
+// Guard's Options.Clock when the Guard opened the ledger, and whatever
+// clock [ledger.OpenOptions] gave it when it came in Options.Ledger.
 func (g *Guard) Ledger() *ledger.Ledger { return g.ledger }
 
 // WritesEnabled reports whether apply and undo may run now: WriteMode is
@@ -143,7 +149,10 @@ func (g *Guard) writesOff(id, verb string) *WritesDisabledError {
 	return e
 }
 
-// now reads the Guard's clock.
+// now reads the Guard's clock. Every time the Guard records (a row's
+// CreatedAt, UpdatedAt, ExpiresAt, AppliedAt, …, and so the history
+// entries of its transitions) and every expiry it checks comes from here,
+// never from the ledger's clock.
 func (g *Guard) now() time.Time { return g.opts.Clock() }
 
 // toolName puts the Prefix in front of name.

@@ -52,7 +52,8 @@ type Options struct {
 	// Ledger is set.
 	LedgerPath string
 	// Ledger is an already open ledger (for example PostgreSQL). The Guard
-	// does not close a ledger it did not open.
+	// neither changes nor closes a ledger it did not open, so several
+	// Guards may share one.
 	Ledger *ledger.Ledger
 
 	// TTL is how long a confirmation token stays valid (default 15 min). It
@@ -130,7 +131,14 @@ type Options struct {
 	// changes can read the ledger.
 	ApprovalKey []byte
 
-	// Clock replaces time.Now (tests).
+	// Clock replaces time.Now (tests). It is the Guard's own clock: every
+	// time the Guard records (when a change was previewed, applied, undone,
+	// when its token expires, the times of its history entries) and every
+	// expiry it checks reads it. When the Guard opens the ledger
+	// (LedgerPath) the ledger reads it too, for ExpireStale, Prune and
+	// Reconcile; a ledger given in Ledger keeps the clock it was opened
+	// with ([ledger.OpenOptions].Clock): New never changes a ledger it did
+	// not open, so Guards sharing one each keep their own clock.
 	Clock func() time.Time
 	// Logger receives one record per transition; tokens are never logged.
 	// Nil discards.

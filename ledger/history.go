@@ -119,8 +119,9 @@ func runEntry(r *Run, from RunStatus, override *actor) HistoryEntry {
 // an operator reconciling a change or a run.
 type actor struct{ by, note string }
 
-// appendHistory appends e in the transaction, with the ledger's clock as
-// its time when the row had none.
+// appendHistory appends e in the transaction. Its time is the row's, set
+// by whoever made the transition; the ledger's clock stands in only when
+// the row had none (a prune's entry, a row written without times).
 func (tx *Tx) appendHistory(e HistoryEntry) error {
 	if e.At.IsZero() {
 		e.At = tx.l.now()

@@ -16,22 +16,39 @@ import (
 // Ledger is an open ledger: a Backend plus the state machine that every
 // backend shares. It is safe for concurrent use by many goroutines, and a
 // ledger file or database may be shared by many processes.
+//
+// Times. A transition made in a [Tx] takes its time from the row its
+// caller writes (UpdatedAt, or CreatedAt for a new row): the ledger
+// records it in the history as it is, so many callers on one Ledger (two
+// Guards, each with a clock of its own) each record their own times. The
+// ledger's own clock, fixed when it is opened ([OpenOptions].Clock) and
+// never changed after, is read only by what the ledger does on its own:
+// [Ledger.ExpireStale], [Ledger.Prune], [Ledger.Reconcile],
+// [Ledger.ReconcileRun] and [Ledger.Check], and the history entry of a row
+// that carries no time.
 type Ledger struct {
 	b   Backend
-	now func() time.Time
+	now func() time.Time // fixed at Open; never reassigned
 
 	redactMu  sync.Mutex
 	redactKey []byte // loaded from the meta table on first use
 }
 
-// New wraps an open backend. Most callers use [Open] instead.
-func New(b Backend) *Ledger { return &Ledger{b: b, now: time.Now} }
+// New wraps an open backend, with time.Now as the ledger's clock. Most
+// callers use [OpenContext] instead, which can set another clock.
+func New(b Backend) *Ledger { return newLedger(b, nil) }
 
-// SetClock replaces the clock the ledger reads for expiry and pruning. It is
-// meant for tests and must be called before the ledger is shared.
-func (l *Ledger) SetClock(now func() time.Time) { l.now = now }
+// newLedger wraps b with clock as the ledger's clock (time.Now when nil).
+func newLedger(b Backend, clock func() time.Time) *Ledger {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Ledger{b: b, now: clock}
+}
 
-// Now reads the ledger's clock.
+// Now reads the ledger's clock: [OpenOptions].Clock, or time.Now. It is
+// the "now" of ExpireStale, Prune, Reconcile and Check; see [Ledger] for
+// the times of the transitions callers make.
 func (l *Ledger) Now() time.Time { return l.now() }
 
 // Backend returns the storage backend.
@@ -294,8 +311,9 @@ func (l *Ledger) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 }
 
 // ExpireStale moves every pending change whose confirmation token has
-// expired to Expired, and returns the IDs it moved. A pending row otherwise
-// stays pending until someone tries to apply it, and pending rows are never
+// expired by the ledger's clock (see [Ledger.Now]) to Expired, at that
+// time, and returns the IDs it moved. A pending row otherwise stays
+// pending until someone tries to apply it, and pending rows are never
 // pruned, so run this before pruning.
 func (l *Ledger) ExpireStale(ctx context.Context) ([]string, error) {
 	return l.expireStale(ctx, false)
@@ -377,9 +395,10 @@ func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, 
 
 // Reconcile closes a change that a process left in flight (it died or was
 // cancelled while applying or undoing): Applying becomes ApplyFailed and
-// Undoing becomes UndoFailed, with note stored beside it. Call it only after
-// checking what actually happened to the resource: the ledger cannot know
-// whether the write took place. Any other status is refused.
+// Undoing becomes UndoFailed, with note stored beside it, at the time the
+// ledger's clock reads. Call it only after checking what actually happened
+// to the resource: the ledger cannot know whether the write took place.
+// Any other status is refused.
 func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, error) {
 	if note == "" {
 		return nil, fmt.Errorf("reconcile %s: a note saying what you checked is required", id)

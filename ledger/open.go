@@ -27,6 +27,14 @@ type OpenOptions struct {
 	// damaged before using it. The zero value, CheckAuto, is right for
 	// servers and tools alike.
 	Check IntegrityCheck
+	// Clock is the ledger's clock (time.Now when nil), fixed for the life
+	// of the returned Ledger. It is the "now" of the ledger's own work:
+	// which pending changes ExpireStale finds expired, Prune's cutoff and
+	// undo windows, the time Reconcile and ReconcileRun record, Check's
+	// undo windows. The transitions callers make carry their own times
+	// (see [Ledger]), so a clock here never changes what a Guard records.
+	// Tests and tools with a clock of their own set it.
+	Clock func() time.Time
 }
 
 // IntegrityCheck says how much of a SQLite ledger Open checks before it
@@ -120,7 +128,7 @@ func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger,
 	if err != nil {
 		return nil, err
 	}
-	return New(b), nil
+	return newLedger(b, opts.Clock), nil
 }
 
 // checkTarget refuses targets that look like a mistyped database address

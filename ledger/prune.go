@@ -9,8 +9,8 @@ import (
 
 // PruneOptions select what Prune deletes.
 type PruneOptions struct {
-	// OlderThan: only rows last updated strictly before now minus OlderThan
-	// are deleted. Zero means every eligible row, whatever its age.
+	// OlderThan: only rows last updated strictly before now (the ledger's
+	// clock, see [Ledger.Now]) minus OlderThan are deleted. Zero means every eligible row, whatever its age.
 	OlderThan time.Duration
 	// Keep keeps the newest Keep eligible changes whatever their age
 	// (count-based retention).

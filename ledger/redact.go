@@ -34,7 +34,9 @@ const RedactedPrefix = "redacted:hmac-sha256:"
 // redactKeyMeta is the meta key of the redaction key.
 const redactKeyMeta = "changeset.redact_key.v1"
 
-// redact replaces c's RedactFields and records when.
+// redact replaces c's RedactFields and records when: at the time of the
+// transition that made c terminal (c.UpdatedAt, the caller's time), or by
+// the ledger's clock when c carries no time.
 func (l *Ledger) redact(tx *Tx, c *Change) error {
 	key, err := l.redactionKey(tx)
 	if err != nil {
@@ -43,7 +45,10 @@ func (l *Ledger) redact(tx *Tx, c *Change) error {
 	if err := RedactChange(c, key); err != nil {
 		return fmt.Errorf("redact change %s: %w", c.ID, err)
 	}
-	c.RedactedAt = l.now()
+	c.RedactedAt = c.UpdatedAt
+	if c.RedactedAt.IsZero() {
+		c.RedactedAt = l.now()
+	}
 	return nil
 }
 

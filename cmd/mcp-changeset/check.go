@@ -66,7 +66,7 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	}
 	// Open without the open-time integrity check, which would refuse a
 	// damaged file: reporting the damage in detail is this command's job.
-	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
+	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone, Clock: c.main.Now})
 	if errors.Is(err, ledger.ErrCorrupt) {
 		// Too damaged to open at all (its header or schema): that is
 		// the finding.

@@ -64,7 +64,9 @@ type Main struct {
 	Stderr io.Writer
 	// Getenv reads the environment (os.Getenv).
 	Getenv func(string) string
-	// Now reads the clock, for relative ages in human output.
+	// Now reads the clock, for relative ages in human output; it is also
+	// the clock of the ledgers the commands open (ledger.OpenOptions.Clock),
+	// the "now" of expire, prune, reconcile and check.
 	Now func() time.Time
 
 	// ledger is the value of a --ledger flag given before the subcommand.
@@ -258,11 +260,13 @@ func (m *Main) open(ctx context.Context, flagValue string, write bool) (*ledger.
 	if err != nil {
 		return nil, err
 	}
-	return openLedger(ctx, target, write)
+	return openLedger(ctx, target, write, m.Now)
 }
 
 // openLedger opens the ledger target names without ever creating it,
-// read-only unless write is set.
-func openLedger(ctx context.Context, target string, write bool) (*ledger.Ledger, error) {
-	return ledger.OpenContext(ctx, target, ledger.OpenOptions{Create: false, ReadOnly: !write})
+// read-only unless write is set. clock is the ledger's clock (nil:
+// time.Now): the "now" of expire, prune and reconcile, the same clock the
+// commands show ages by.
+func openLedger(ctx context.Context, target string, write bool, clock func() time.Time) (*ledger.Ledger, error) {
+	return ledger.OpenContext(ctx, target, ledger.OpenOptions{Create: false, ReadOnly: !write, Clock: clock})
 }

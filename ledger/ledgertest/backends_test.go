@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -40,30 +41,30 @@ func BenchmarkHistory(b *testing.B) {
 // sqliteHarness opens ledgers in new files; a second handle opens the same
 // file again.
 var sqliteHarness = ledgertest.Harness{
-	Open: func(t testing.TB) *ledger.Ledger {
-		return openTarget(t, filepath.Join(t.TempDir(), "ledger.db"), true)
+	Open: func(t testing.TB, clock func() time.Time) *ledger.Ledger {
+		return openTarget(t, filepath.Join(t.TempDir(), "ledger.db"), true, clock)
 	},
-	OpenSecond: func(t testing.TB, l *ledger.Ledger) *ledger.Ledger {
-		return openTarget(t, l.Location(), false)
+	OpenSecond: func(t testing.TB, l *ledger.Ledger, clock func() time.Time) *ledger.Ledger {
+		return openTarget(t, l.Location(), false, clock)
 	},
 }
 
 // postgresHarness opens ledgers in new databases of a throwaway cluster
 // (see internal/pgtest); a second handle opens the same URL again.
 var postgresHarness = ledgertest.Harness{
-	Open: func(t testing.TB) *ledger.Ledger {
+	Open: func(t testing.TB, clock func() time.Time) *ledger.Ledger {
 		dsn := pgtest.DSN(t)
-		l := openTarget(t, dsn, true)
+		l := openTarget(t, dsn, true, clock)
 		targets.Store(l, dsn) // Location hides credentials: keep the URL
 		t.Cleanup(func() { targets.Delete(l) })
 		return l
 	},
-	OpenSecond: func(t testing.TB, l *ledger.Ledger) *ledger.Ledger {
+	OpenSecond: func(t testing.TB, l *ledger.Ledger, clock func() time.Time) *ledger.Ledger {
 		dsn, ok := targets.Load(l)
 		if !ok {
 			t.Fatal("OpenSecond of a ledger the harness did not open")
 		}
-		return openTarget(t, dsn.(string), false)
+		return openTarget(t, dsn.(string), false, clock)
 	},
 }
 
@@ -71,10 +72,10 @@ var postgresHarness = ledgertest.Harness{
 var targets sync.Map
 
 // openTarget opens the ledger at target through ledger.OpenContext, as
-// applications do, and closes it when t ends.
-func openTarget(t testing.TB, target string, create bool) *ledger.Ledger {
+// applications do, with clock as its clock, and closes it when t ends.
+func openTarget(t testing.TB, target string, create bool, clock func() time.Time) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.OpenContext(context.Background(), target, ledger.OpenOptions{Create: create})
+	l, err := ledger.OpenContext(context.Background(), target, ledger.OpenOptions{Create: create, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ var clientCounts = []int{1, 4, 16}
 func Benchmark(b *testing.B, h Harness) {
 	for _, clients := range clientCounts {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			l := h.Open(b)
+			l := h.Open(b, nil)
 			ctx := context.Background()
 			var next, failed, busy atomic.Int64
 			var wg sync.WaitGroup
@@ -133,7 +133,7 @@ func cycle(ctx context.Context, l *ledger.Ledger, id string, busy *atomic.Int64)
 func BenchmarkHistory(b *testing.B, h Harness) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("history=%v", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
-			l := h.Open(b)
+			l := h.Open(b, nil)
 			ctx := context.Background()
 			be := l.Backend()
 			update := func(tx *ledger.Tx, c *ledger.Change, from ledger.Status) error {

@@ -139,7 +139,7 @@ func testClaimRaceTwoHandles(t *testing.T, h Harness) {
 		t.Skip("the harness cannot open a second handle")
 	}
 	l, _ := open(t, h)
-	raceClaims(t, l, []*ledger.Ledger{l, h.OpenSecond(t, l)}, 20, 16)
+	raceClaims(t, l, []*ledger.Ledger{l, second(t, h, l)}, 20, 16)
 }
 
 func testExpireRacesClaims(t *testing.T, h Harness) {
@@ -147,9 +147,7 @@ func testExpireRacesClaims(t *testing.T, h Harness) {
 	l, clk := open(t, h)
 	handles := []*ledger.Ledger{l}
 	if h.OpenSecond != nil {
-		l2 := h.OpenSecond(t, l)
-		l2.SetClock(clk.Now)
-		handles = append(handles, l2)
+		handles = append(handles, second(t, h, l))
 	}
 	const rows = 40
 	var ids []string
@@ -220,7 +218,7 @@ func testConcurrentInserts(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	handles := []*ledger.Ledger{l}
 	if h.OpenSecond != nil {
-		handles = append(handles, h.OpenSecond(t, l))
+		handles = append(handles, second(t, h, l))
 	}
 	insertRuns(t, l, "run_1")
 	const workers, each = 8, 25

@@ -190,7 +190,6 @@ func testHistoryAppendFails(t *testing.T, h Harness) {
 	insertChanges(t, l, pendingChange("chg_1", t0))
 	insertRuns(t, l, "run_1")
 	bad := ledger.New(failingHistory{l.Backend()})
-	bad.SetClock(l.Now)
 	if err := step(ctx, bad, "chg_1", ledger.Pending, ledger.Applying, nil); !errors.Is(err, errAppend) {
 		t.Errorf("a transition whose history append failed: %v, want the append's error", err)
 	}

@@ -18,8 +18,8 @@
 // preview → apply → undo cycles at several numbers of clients.
 //
 // Every subtest opens a ledger of its own, runs in parallel with the
-// others, and drives time through [ledger.Ledger.SetClock], never through
-// sleeps.
+// others, and drives time through the clock its ledgers are opened with
+// ([ledger.OpenOptions].Clock), never through sleeps.
 package ledgertest
 
 import (
@@ -37,13 +37,15 @@ import (
 // Harness tells the suite how to make ledgers of the backend under test.
 type Harness struct {
 	// Open returns a new, empty, migrated ledger that no other test
-	// uses, and closes it (and removes its database) when t ends.
-	Open func(t testing.TB) *ledger.Ledger
+	// uses, whose clock is clock (time.Now when nil; see
+	// [ledger.OpenOptions].Clock), and closes it (and removes its
+	// database) when t ends.
+	Open func(t testing.TB, clock func() time.Time) *ledger.Ledger
 	// OpenSecond, if set, opens another handle on the database behind l
-	// with a connection pool of its own, as a second process would, and
-	// closes it when t ends. Tests of races between handles are skipped
-	// without it.
-	OpenSecond func(t testing.TB, l *ledger.Ledger) *ledger.Ledger
+	// with a connection pool of its own, as a second process would, whose
+	// clock is clock, and closes it when t ends. Tests of races between
+	// handles are skipped without it.
+	OpenSecond func(t testing.TB, l *ledger.Ledger, clock func() time.Time) *ledger.Ledger
 }
 
 // Exercise runs the whole conformance suite against the backend that h
@@ -80,7 +82,7 @@ func runAll(t *testing.T, h Harness, tests []test) {
 // t0 is the suite's "now": a time with microseconds, in UTC.
 var t0 = time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
 
-// clock is a controllable clock for ledger.SetClock.
+// clock is a controllable clock for ledger.OpenOptions.Clock.
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -101,10 +103,15 @@ func (c *clock) Set(t time.Time) {
 // open returns a fresh ledger whose clock reads t0 until told otherwise.
 func open(t *testing.T, h Harness) (*ledger.Ledger, *clock) {
 	t.Helper()
-	l := h.Open(t)
 	clk := &clock{now: t0}
-	l.SetClock(clk.Now)
-	return l, clk
+	return h.Open(t, clk.Now), clk
+}
+
+// second opens a second handle on l's database (see Harness.OpenSecond)
+// that reads the same clock as l.
+func second(t *testing.T, h Harness, l *ledger.Ledger) *ledger.Ledger {
+	t.Helper()
+	return h.OpenSecond(t, l, l.Now)
 }
 
 // ctxFor returns a context that ends with the test, with a deadline that

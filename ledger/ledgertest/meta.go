@@ -63,7 +63,7 @@ func testMetaRace(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	handles := []*ledger.Ledger{l}
 	if h.OpenSecond != nil {
-		handles = append(handles, h.OpenSecond(t, l))
+		handles = append(handles, second(t, h, l))
 	}
 	const writers = 12
 	got := make([]string, writers)

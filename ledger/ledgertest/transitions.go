@@ -24,6 +24,7 @@ func exerciseTransitions(t *testing.T, h Harness) {
 		{"ExpireStaleAndCheckReadPageByPage", testExpireStalePages},
 		{"ReconcileClosesOnlyInFlightChanges", testReconcile},
 		{"TerminalTransitionRedactsMarkedFields", testRedaction},
+		{"TransitionsRecordTheCallersTime", testCallersTime},
 		{"EveryAllowedChangeMoveIsWrittenAndNoOther", testChangeMoves},
 		{"EveryAllowedRunMoveIsWrittenAndNoOther", testRunMoves},
 		{"BackwardMovesAreRefused", testNamedRefusals},
@@ -306,7 +307,7 @@ func testSecondHandle(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
 	insertChanges(t, l, pendingChange("chg_1", t0))
-	l2 := h.OpenSecond(t, l)
+	l2 := second(t, h, l)
 	if got, err := l2.Get(ctx, "chg_1"); err != nil || got.Status != ledger.Pending {
 		t.Fatalf("second handle: %v, %v", got, err)
 	}
@@ -353,6 +354,48 @@ func testRedaction(t *testing.T, h Harness) {
 		!strings.Contains(string(got.Payload), `"key":"password"`) || !strings.Contains(string(got.Payload), ledger.RedactedPrefix) ||
 		!got.RedactedAt.Equal(sec(2)) {
 		t.Errorf("after the terminal transition: payload %s diff %s redacted at %v", got.Payload, got.Diff, got.RedactedAt)
+	}
+}
+
+// testCallersTime makes transitions whose rows carry times of their own,
+// far from the ledger's clock, as a caller with a clock of its own does (a
+// Guard on a ledger it was given): the history and the redaction record
+// the rows' times, never the ledger's clock.
+func testCallersTime(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, _ := open(t, h) // the ledger's clock reads t0
+	created, applying, failed := sec(1000), sec(2000), sec(3000)
+	c := pendingChange("chg_1", created)
+	c.Payload = json.RawMessage(`{"value":"hunter2"}`)
+	c.RedactFields = []string{"value"}
+	if err := l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertChange(c) }); err != nil {
+		t.Fatal(err)
+	}
+	at := func(ts time.Time) func(*ledger.Change) {
+		return func(c *ledger.Change) { c.UpdatedAt = ts }
+	}
+	if err := step(ctx, l, "chg_1", ledger.Pending, ledger.Applying, at(applying)); err != nil {
+		t.Fatal(err)
+	}
+	if err := step(ctx, l, "chg_1", ledger.Applying, ledger.ApplyFailed, at(failed)); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := l.History(ctx, ledger.HistoryFilter{ChangeID: "chg_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Time
+	for _, e := range hist {
+		got = append(got, e.At)
+	}
+	if want := []time.Time{created, applying, failed}; !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("history at %v, want the rows' times %v", got, want)
+	}
+	if r := mustGet(t, l, "chg_1").RedactedAt; !r.Equal(failed) {
+		t.Errorf("redacted at %v, want %v: the time of the transition that made it terminal", r, failed)
+	}
+	if !l.Now().Equal(t0) {
+		t.Errorf("the ledger's clock reads %v, want %v", l.Now(), t0)
 	}
 }
 
