@@ -88,7 +88,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return g.ask(runMessage(r, reportOf(g.voice, plan, r.ID, true)), state), nil, nil
 	}
 	if plan.Hash != ledger.Digest(st.Hash) {
-		return nil, nil, refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
+		return nil, nil, refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 	}
 	stored, err := g.claimRun(ctx, r, plan, "", byUser, approvalActor)
 	if err != nil || stored != nil {

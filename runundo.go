@@ -371,7 +371,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 			refusal = refuse(ErrExpired, "", "%s", g.voice.RunDryRunExpired(r.ID, formatTime(cur.ConfirmExpiresAt)))
 			return nil
 		case byTok && cur.PlanHash != plan.Hash:
-			refusal = refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
+			refusal = refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 			return nil
 		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now
