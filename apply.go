@@ -18,12 +18,12 @@ import (
 // that the observed state is still the one the preview saw, and runs the
 // operation's Apply on the stored payload.
 func (g *Guard) Apply(ctx context.Context, changeID, confirmationToken string) (*ApplyResult, error) {
-	return g.apply(ctx, nil, changeID, confirmationToken, g.agentBy(ctx, nil), false)
+	return g.apply(ctx, nil, changeID, confirmationToken, byToken, g.agentBy(ctx, nil))
 }
 
 // Undo undoes an applied change with its undo token, as undo_change does.
 func (g *Guard) Undo(ctx context.Context, changeID, undoToken string) (*UndoResult, error) {
-	return g.undo(ctx, nil, changeID, undoToken, g.agentBy(ctx, nil), false)
+	return g.undo(ctx, nil, changeID, undoToken, byToken, g.agentBy(ctx, nil))
 }
 
 // UndoAs undoes an applied change on behalf of a person acting through
@@ -36,10 +36,13 @@ func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, e
 	if err != nil {
 		return nil, err
 	}
-	return g.undoChange(ctx, changeID, "", c.ScopeHash, by, true, nil)
+	return g.undoChange(ctx, claim{kind: undoClaim, id: changeID, auth: byTrusted, scope: c.ScopeHash, by: by}, nil)
 }
 
-func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*ApplyResult, error) {
+// apply is the apply of a change for the agent (req is nil for trusted
+// code calling Apply): auth is what the caller's path lets through, a
+// token or the user's approval.
+func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token string, auth authority, by string) (*ApplyResult, error) {
 	ctx = g.withPrincipal(ctx, req)
 	if !g.WritesEnabled() {
 		return nil, g.writesOff(id, applyClaim.verb)
@@ -49,7 +52,8 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 		return nil, err
 	}
 	var res *ApplyResult
-	err = g.change(ctx, applyClaim, id, token, scope, by, trusted, func(c *ledger.Change, r runner) error {
+	cl := claim{kind: applyClaim, id: id, token: token, auth: auth, scope: scope, by: by}
+	err = g.change(ctx, cl, nil, func(c *ledger.Change, r runner) error {
 		var err error
 		res, err = g.performApply(ctx, c, r)
 		return err
@@ -60,13 +64,14 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token, 
 	return res, nil
 }
 
-func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, by string, trusted bool) (*UndoResult, error) {
+// undo is the undo of one change for the agent, as apply.
+func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token string, auth authority, by string) (*UndoResult, error) {
 	ctx = g.withPrincipal(ctx, req)
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return g.undoChange(ctx, id, token, scope, by, trusted, nil)
+	return g.undoChange(ctx, claim{kind: undoClaim, id: id, token: token, auth: auth, scope: scope, by: by}, nil)
 }
 
 // undoChange is the one path every undo takes: a single change's, and each
@@ -74,44 +79,39 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token, b
 // remove what a change that stays in place depends on (dependencyHold);
 // undoing names the changes the caller undoes too (a run's), nil for a
 // single undo.
-func (g *Guard) undoChange(ctx context.Context, id, token string, scope ledger.Digest, by string, trusted bool, undoing map[string]bool) (*UndoResult, error) {
+func (g *Guard) undoChange(ctx context.Context, cl claim, undoing map[string]bool) (*UndoResult, error) {
 	if !g.WritesEnabled() {
-		return nil, g.writesOff(id, undoClaim.verb)
+		return nil, g.writesOff(cl.id, undoClaim.verb)
 	}
-	hold := func(tx *ledger.Tx, c *ledger.Change) (error, error) {
+	hold := func(tx *ledger.Tx, c *ledger.Change) error {
 		reason, err := g.dependencyHold(ctx, tx, c, undoing)
 		if err != nil || reason == "" {
-			return nil, err
+			return err
 		}
-		return &ChangeError{ChangeID: id, Kind: ErrDependency, Err: &heldError{reason},
-			Msg: voice.DependencyHeld(id, strings.TrimSuffix(reason, "; it is left as it is"))}, nil
+		return &ChangeError{ChangeID: cl.id, Kind: ErrDependency, Err: &heldError{reason},
+			Msg: voice.DependencyHeld(cl.id, strings.TrimSuffix(reason, "; it is left as it is"))}
 	}
-	err := g.changeWith(ctx, undoClaim, id, token, scope, by, trusted, hold, func(c *ledger.Change, r runner) error {
+	err := g.change(ctx, cl, hold, func(c *ledger.Change, r runner) error {
 		return g.performUndo(ctx, c, r)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &UndoResult{Status: "undone", ChangeID: id}, nil
+	return &UndoResult{Status: "undone", ChangeID: cl.id}, nil
 }
 
 // change is the one place an apply or undo runs. Its claim transaction
-// reads the row under the write lock and runs every check of claimIn.
-// A TxOperation is then performed inside that same transaction, which
-// commits the write and its bookkeeping together (or rolls both back, and a
-// second transaction records the failure). For an ordinary operation the
-// transaction commits the claim alone, and perform runs after it: at most
-// once, with the outcome recorded by finish.
-func (g *Guard) change(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
-	perform func(c *ledger.Change, r runner) error) (err error) {
-	return g.changeWith(ctx, k, id, token, scope, by, trusted, nil, perform)
-}
-
-// changeWith is change with one more check inside the claim transaction:
-// hold, when not nil, returns a refusal for the claimed change (or an
-// error), and the claim is then not written.
-func (g *Guard) changeWith(ctx context.Context, k claimKind, id, token string, scope ledger.Digest, by string, trusted bool,
-	hold func(tx *ledger.Tx, c *ledger.Change) (error, error), perform func(c *ledger.Change, r runner) error) (err error) {
+// reads the row under the write lock and runs every check of claimIn,
+// then hold, when not nil: a refusal of hold (a *ChangeError) leaves the
+// claim unwritten. A TxOperation is then performed inside that same
+// transaction, which commits the write and its bookkeeping together (or
+// rolls both back, and recordFailure records the failure in a second one).
+// For an ordinary operation the transaction commits the claim alone, and
+// perform runs after it: at most once, with the outcome recorded by finish
+// or recordFailure.
+func (g *Guard) change(ctx context.Context, cl claim,
+	hold func(tx *ledger.Tx, c *ledger.Change) error, perform func(c *ledger.Change, r runner) error) (err error) {
+	k, id := cl.kind, cl.id
 	var (
 		seen                *ledger.Change // the row as claimed (or found expired)
 		claimed             *ledger.Change
@@ -123,20 +123,21 @@ func (g *Guard) changeWith(ctx context.Context, k claimKind, id, token string, s
 	if end != nil {
 		defer func() { end(changeOutcome(k, id, seen, failure, err)) }()
 	}
-	if err := checkClaimArgs(k, id, token, trusted); err != nil {
+	if err := cl.checkArgs(); err != nil {
 		return err
 	}
 	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		seen, claimed, refusal, failure, performedInTheClaim = nil, nil, nil, nil, false // WithTx may run this again
-		c, ref, err := g.claimIn(tx, k, id, token, scope, by, trusted)
+		c, err := g.claimIn(tx, cl)
 		seen = c
-		if err != nil || ref != nil {
-			refusal = ref
-			return err
+		if err != nil {
+			refusal, err = asRefusal(err)
+			return err // nil after a refusal: an expired preview is marked expired
 		}
 		if hold != nil {
-			if ref, err := hold(tx, c); err != nil || ref != nil {
-				seen, refusal = nil, ref
+			if err := hold(tx, c); err != nil {
+				seen = nil
+				refusal, err = asRefusal(err)
 				return err
 			}
 		}
@@ -153,26 +154,26 @@ func (g *Guard) changeWith(ctx context.Context, k claimKind, id, token string, s
 	})
 	switch {
 	case failure != nil:
-		return g.recordTxFailure(ctx, k, id, token, scope, by, trusted, failure)
+		return g.recordFailure(ctx, cl, nil, failure)
 	case err != nil:
 		return claimConflict(id, err)
 	case refusal != nil:
 		if seen != nil { // a preview found past its expiry, now expired
-			g.logTransition(ctx, seen, k.from, by)
+			g.logTransition(ctx, seen, k.from, cl.by)
 		}
 		return refusal
 	}
-	g.logTransition(ctx, claimed, k.from, by)
+	g.logTransition(ctx, claimed, k.from, cl.by)
 	if performedInTheClaim {
 		return nil
 	}
 	if o == nil {
-		return g.fail(ctx, claimed, by, errOperationGone(claimed))
+		return g.recordFailure(ctx, cl, claimed, errOperationGone(claimed))
 	}
 	if err := perform(claimed, g.external(ctx, o)); err != nil {
-		return g.fail(ctx, claimed, by, err)
+		return g.recordFailure(ctx, cl, claimed, err)
 	}
-	if err := g.finish(ctx, claimed, k.to, by); err != nil {
+	if err := g.finish(ctx, claimed, k.to, cl.by); err != nil {
 		return &ChangeError{ChangeID: id, Err: err, Msg: voice.NotRecorded(id, k.verb, agentText(err), string(k.to), k.from == ledger.Pending)}
 	}
 	return nil
@@ -249,7 +250,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: result}
 	if r.undo != nil {
 		undoToken := newToken(undoPrefix)
-		if g.opts.Approval == UserApproval { // see userApproved
+		if g.opts.Approval == UserApproval { // see byUser
 			undoToken = g.sealer.tokenFor(undoPrefix, purposeUndo, c.ID, c.PayloadHash)
 		}
 		c.UndoHash = tokenDigest(purposeUndo, c.ID, c.PayloadHash, undoToken)
@@ -284,27 +285,59 @@ func (g *Guard) performUndo(ctx context.Context, c *ledger.Change, r runner) err
 	return nil
 }
 
-// fail records a claimed change as failed with the error's type and full
-// text, and returns the error the agent should see.
-func (g *Guard) fail(ctx context.Context, c *ledger.Change, by string, cause error) error {
-	from := c.Status
-	markFailed(c, cause, false)
-	if err := g.finish(ctx, c, from, by); err != nil {
-		g.log.Error("failure not recorded", "change_id", c.ID, "err", err)
+// recordFailure is the one place a failed apply or undo is recorded; it
+// returns the error the caller sees. c is the change as its claim
+// committed it, in flight, when the operation ran after the claim. c is
+// nil when nothing of the attempt was written: the operation ran in the
+// claim's transaction and that rolled back (so the token is still
+// unspent), or a transactional undo in a run's undo rolled back to its
+// savepoint. The row is then read again and must still be in the claim's
+// from status; if someone else moved it meanwhile there is nothing to
+// record. Either way the change ends apply_failed or undo_failed as
+// markFailed decides.
+func (g *Guard) recordFailure(ctx context.Context, cl claim, c *ledger.Change, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	k := cl.kind
+	if c != nil {
+		from := c.Status
+		markFailed(c, k, cause, false)
+		if err := g.finish(ctx, c, from, cl.by); err != nil {
+			g.log.Error("failure not recorded", "change_id", c.ID, "err", err)
+		}
+		return failureText(c, cause)
 	}
-	return failureText(c, cause)
+	var failed *ledger.Change
+	err := g.retryBusy(ctx, func(tx *ledger.Tx) error {
+		failed = nil // WithTx may run this again
+		c, err := tx.Change(cl.id)
+		if err != nil || c.Status != k.from {
+			return err // someone else moved it meanwhile; nothing to record
+		}
+		spend(c, k, cl.by, g.now())
+		markFailed(c, k, cause, true)
+		failed = c
+		return tx.UpdateChange(c, k.from)
+	})
+	if err != nil || failed == nil {
+		g.log.Error("failure of a transactional change not recorded", "change_id", cl.id, "err", err)
+		return failureText(&ledger.Change{ID: cl.id, Status: failedStatus(k)}, cause)
+	}
+	g.logTransition(ctx, failed, k.from, cl.by)
+	return failureText(failed, cause)
 }
 
-// markFailed moves an in-flight change to its failed status, with the
-// kind of failure and whether the library knows nothing was written:
-// rolledBack says the operation ran inside a transaction that rolled back.
-func markFailed(c *ledger.Change, cause error, rolledBack bool) {
+// markFailed decides how a failed apply or undo (k) of c is recorded: its
+// failed status, the kind of failure, the stored error type and text, and
+// whether the library knows nothing was written (rolledBack says the
+// operation ran inside a transaction that rolled back).
+func markFailed(c *ledger.Change, k claimKind, cause error, rolledBack bool) {
+	phase := "apply"
+	if k.from == ledger.Applied {
+		phase = "undo"
+	}
 	var sc *StateChangedError
 	if errors.As(cause, &sc) && sc.ChangeID == "" { // an operation's own (see StateChangedError)
-		sc.ChangeID, sc.Phase = c.ID, "apply"
-		if c.Status == ledger.Undoing {
-			sc.Phase = "undo"
-		}
+		sc.ChangeID, sc.Phase = c.ID, phase
 	}
 	if sc != nil && sc.found != nil { // what the check found, for the people who review the refusal
 		if sc.Phase == "apply" {
@@ -313,17 +346,36 @@ func markFailed(c *ledger.Change, cause error, rolledBack bool) {
 			c.UndoFound = sc.found
 		}
 	}
-	if c.Status == ledger.Undoing {
-		c.Status = ledger.UndoFailed
-	} else {
-		c.Status = ledger.ApplyFailed
-	}
-	c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
+	c.Status = failedStatus(k)
+	c.ErrorType, c.Error = storedType(cause), storableText(cause.Error())
 	c.UndoHash = ""
 	c.Failure, c.NothingWritten = failureOf(cause), rolledBack
 	if sc != nil || errors.Is(cause, errNothingRan) {
 		c.NothingWritten = true // refused before the operation wrote
 	}
+}
+
+// failedStatus is the status a failed claim of kind k ends in.
+func failedStatus(k claimKind) ledger.Status {
+	if k.from == ledger.Applied {
+		return ledger.UndoFailed
+	}
+	return ledger.ApplyFailed
+}
+
+// runUndoFailure is why a transactional undo failed inside a run's undo:
+// the reason the run's report gives. It is stored with the error type
+// "RunUndo".
+type runUndoFailure struct{ reason string }
+
+func (e *runUndoFailure) Error() string { return e.reason }
+
+// storedType is the error type the ledger keeps for a failure's cause.
+func storedType(cause error) string {
+	if _, ok := cause.(*runUndoFailure); ok {
+		return "RunUndo"
+	}
+	return typeName(cause)
 }
 
 // failureOf classifies why a change failed.

@@ -78,7 +78,7 @@ func (g *Guard) addApprovalChangeTools() {
 		if ask, err := g.approveChange(ctx, req, applyClaim, in.ChangeID, in.ConfirmationToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.apply(ctx, req, in.ChangeID, orApproved(in.ConfirmationToken), approvalActor, false)
+		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byUser, approvalActor)
 		if res != nil {
 			res.UndoToken = "" // undo_change asks the user too; the agent holds no token
 		}
@@ -93,7 +93,7 @@ func (g *Guard) addApprovalChangeTools() {
 		if ask, err := g.approveChange(ctx, req, undoClaim, in.ChangeID, in.UndoToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.undo(ctx, req, in.ChangeID, orApproved(in.UndoToken), approvalActor, false)
+		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byUser, approvalActor)
 		return nil, res, g.toolError(err)
 	})
 }
@@ -102,8 +102,8 @@ func (g *Guard) addApprovalChangeTools() {
 // an answer in the call it checks, writing nothing, everything the claim
 // will check and returns the question. With an answer it verifies the
 // sealed state and the answer, and returns (nil, nil) if the user
-// approved: the caller then claims the change through the trusted path
-// (the token path if a token was given).
+// approved: the caller then claims the change by the user's approval
+// (byUser), which still checks a token if one was given.
 func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k claimKind, id, token string) (*mcp.CallToolResult, error) {
 	tool := g.toolName("apply_change")
 	if k.from == ledger.Applied {
@@ -152,17 +152,18 @@ var errDryCheck = errors.New("precheck: roll back")
 // and state check that follow it, without writing anything: the claim's
 // checks run in a transaction that is rolled back. It returns the change.
 func (g *Guard) precheck(ctx context.Context, k claimKind, id, token string, scope ledger.Digest) (*ledger.Change, error) {
-	token = orApproved(token)
-	if err := checkClaimArgs(k, id, token, false); err != nil {
+	cl := claim{kind: k, id: id, token: token, auth: byUser, scope: scope}
+	if err := cl.checkArgs(); err != nil {
 		return nil, err
 	}
 	var c *ledger.Change
 	var refusal error
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		got, ref, err := g.claimIn(tx, k, id, token, scope, "", false)
-		if err != nil || ref != nil {
-			refusal = ref
-			return errors.Join(err, errDryCheck)
+		got, err := g.claimIn(tx, cl)
+		if err != nil {
+			var failure error
+			refusal, failure = asRefusal(err)
+			return errors.Join(failure, errDryCheck)
 		}
 		c = got
 		if o, ok := g.lookup(c.Action); ok && o.tx != nil && o.tx.observe != nil {
@@ -317,13 +318,4 @@ func bridged(req *mcp.CallToolRequest) bool {
 // asksUser reports whether the tool named name asks the user.
 func (g *Guard) asksUser(name string) bool {
 	return name == g.toolName("apply_change") || name == g.toolName("undo_change") || name == g.toolName("undo_run")
-}
-
-// orApproved is token, or userApproved when the call carries none: the
-// user's answer stands in for it.
-func orApproved(token string) string {
-	if token == "" {
-		return userApproved
-	}
-	return token
 }

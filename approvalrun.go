@@ -35,7 +35,7 @@ func (g *Guard) addApprovalUndoRun() {
 // the user about that plan, sealing the plan's hash in the state. With an
 // answer it verifies the state and the answer, plans the run again and
 // refuses if the plan is no longer the one the user approved; otherwise it
-// claims the run and carries out that plan through the trusted path. A run
+// claims the run by the user's approval and carries out that plan. A run
 // already undone gets its stored report, replayed; a plan that undoes and
 // closes nothing gets its report without asking the user anything.
 func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, token string) (*mcp.CallToolResult, *RunReport, error) {
@@ -88,9 +88,9 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return g.ask(runMessage(r, reportOf(g.voice, plan, r.ID, true)), state), nil, nil
 	}
 	if plan.Hash != ledger.Digest(st.Hash) {
-		return nil, nil, refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
+		return nil, nil, refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, "", approvalActor, true)
+	stored, err := g.claimRun(ctx, r, plan, "", byUser, approvalActor)
 	if err != nil || stored != nil {
 		return nil, stored, err
 	}

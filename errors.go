@@ -27,8 +27,9 @@ type ChangeError struct {
 	Msg string
 	// Err is the underlying cause, if any. It is not shown to the agent.
 	Err error
-	// Kind is the sentinel errors.Is matches (ErrNotFound, …), or nil
-	// for an operation's own refusal.
+	// Kind is the sentinel errors.Is matches ([ErrNotFound], …): every
+	// refusal has one ([ErrRefused] for one made by [Refuse]). It is nil
+	// for a failure, whose cause is Err.
 	Kind error
 }
 
@@ -43,7 +44,9 @@ func (e *ChangeError) Is(target error) bool { return e.Kind != nil && e.Kind == 
 
 // Kinds of refusal, for trusted code to match with errors.Is. The agent
 // sees the error's message; these are for programs, which should never
-// parse that text.
+// parse that text. Every refusal the library makes carries one of them,
+// and so does every error of [Refuse]; an Outcome names them as listed in
+// refusalKinds.
 var (
 	// ErrNotFound: no such change or run, or one of another scope.
 	ErrNotFound = errors.New("changeset: not found")
@@ -62,17 +65,25 @@ var (
 	// ErrBusy: another request claimed the same change or run at the same
 	// moment, or a change of the run is in flight. Try again.
 	ErrBusy = errors.New("changeset: busy")
-	// ErrStateChanged: the resource no longer looks the way the check
-	// expected (see StateChangedError), or a run's plan changed since it
-	// was reviewed.
+	// ErrStateChanged: a resource no longer looks the way the check
+	// expected (see [StateChangedError]): it changed between preview and
+	// apply, or after the apply, so the undo would overwrite someone's
+	// later edit. Nothing was written.
 	ErrStateChanged = errors.New("changeset: state changed")
+	// ErrPlanChanged: a run's undo plan is no longer the one that was
+	// reviewed (the dry run the token was issued for, or the plan the user
+	// approved): changes of the run, or their resources, moved since.
+	// Nothing was undone; a new dry run shows the plan as it is now.
+	ErrPlanChanged = errors.New("changeset: plan changed")
 	// ErrWritesDisabled: writes are off (see WritesDisabledError).
 	ErrWritesDisabled = errors.New("changeset: writes disabled")
 	// ErrQuota: a bound was reached (MaxPendingPerScope, a size limit).
 	// Nothing was stored.
 	ErrQuota = errors.New("changeset: quota reached")
-	// ErrRefused: the operation's input or proposal was refused, or the
-	// user did not approve. Errors from Refuse carry no kind.
+	// ErrRefused: the operation refused its input or proposal (every
+	// error made by [Refuse] is of this kind), the library refused an
+	// argument it cannot use (a malformed input, a run label, a page
+	// limit), or the user did not approve.
 	ErrRefused = errors.New("changeset: refused")
 	// ErrNoChange: the preview's diff is empty, so the change would change
 	// nothing; nothing was stored (see Operation.AllowEmptyDiff).
@@ -95,11 +106,48 @@ func refuse(kind error, id, format string, args ...any) *ChangeError {
 	return &ChangeError{ChangeID: id, Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Refuse returns a *ChangeError whose message, formatted as by fmt.Sprintf,
-// is shown to the agent. Previews use it to reject a proposal.
+// Refuse returns a *ChangeError of kind [ErrRefused] whose message,
+// formatted as by fmt.Sprintf, is shown to the agent. Previews use it to
+// reject a proposal; Apply and Undo to explain a failure the agent may act
+// on.
 func Refuse(format string, args ...any) error {
-	return &ChangeError{Msg: fmt.Sprintf(format, args...)}
+	return refuse(ErrRefused, "", format, args...)
 }
+
+// refusalKinds is the one table of the kinds of refusal: each sentinel
+// with the name an [Outcome] gives it. failureKind reads it, in this
+// order: a kind earlier in the list wins over a later one.
+var refusalKinds = []struct {
+	err  error
+	name string
+}{
+	{ErrStateChanged, "state_changed"}, {ErrPlanChanged, "plan_changed"},
+	{ErrNotFound, "not_found"}, {ErrInvalidToken, "invalid_token"}, {ErrExpired, "expired"},
+	{ErrWrongStatus, "wrong_status"}, {ErrRunClosed, "run_closed"}, {ErrBusy, "busy"},
+	{ErrWritesDisabled, "writes_disabled"}, {ErrQuota, "quota"}, {ErrRefused, "refused"}, {ErrNoChange, "no_change"},
+	{ErrDependency, "dependency"},
+}
+
+// storedErrorKinds is the one table of the error types the library
+// itself returns or records: by the type name the ledger stores for a
+// failure (storedType), the kind a stored failure of that type reads as
+// in words (voice.FailureKind) in get_change_status, and what agentText
+// says of an error of that type that has no message for the agent. The
+// names come from the types themselves, so renaming one keeps the table
+// right.
+var storedErrorKinds = map[string]string{
+	typeName(&StateChangedError{}):   "state_changed",
+	typeName(&ChangeError{}):         "refused",
+	typeName(&PanicError{}):          "panic",
+	typeName(&WritesDisabledError{}): "writes_disabled",
+	typeName(&LedgerError{}):         "ledger",
+	storedType(&runUndoFailure{}):    "run_undo",
+	"Reconciled":                     "interrupted", // ledger.Ledger.Reconcile
+}
+
+// storedErrorKind is the kind of a stored failure's error type, or "" for
+// an operation's own error type.
+func storedErrorKind(errorType string) string { return storedErrorKinds[errorType] }
 
 // WritesDisabledError refuses an apply or undo because the server's write
 // mode is not "guarded". It is returned before the change is claimed, so the
@@ -193,7 +241,7 @@ func agentMessage(err error) string {
 	case errors.As(err, &le):
 		return voice.LedgerFailed(ledgerCause(le))
 	case errors.As(err, &pe):
-		return voice.FailureKind("panic")
+		return voice.FailureKind(storedErrorKind(typeName(pe)))
 	}
 	return typeName(err)
 }

@@ -70,11 +70,13 @@ type Outcome struct {
 	Status string
 	// Failure is empty when the step succeeded. Otherwise it is the kind of
 	// failure of a failed change ("state_changed", "error",
-	// "result_too_large"; see ledger.Failure), or the kind of refusal:
-	// "not_found", "invalid_token", "expired", "wrong_status",
-	// "run_closed", "busy", "state_changed", "writes_disabled", "quota",
-	// "no_change",
-	// "refused" (by the operation, or not approved), "ledger" or "error".
+	// "result_too_large"; see ledger.Failure), or the kind of refusal,
+	// one per kind of error (see ErrNotFound and the others): "not_found",
+	// "invalid_token", "expired", "wrong_status", "run_closed", "busy",
+	// "state_changed" (a resource), "plan_changed" (a run's plan),
+	// "writes_disabled", "quota", "no_change", "dependency", "refused" (by
+	// the operation or the library, or not approved); or "ledger" or
+	// "error".
 	Failure string
 	// Err is the error the step returned, nil on success. Its text is
 	// meant for operators: it can hold paths and values of the payload.
@@ -103,37 +105,25 @@ func (g *Guard) start(ctx context.Context, e Event) (_ context.Context, end func
 }
 
 // failureKind names the kind of refusal or failure err is, for an
-// Outcome.
+// Outcome: the name refusalKinds gives its kind, "result_too_large",
+// "ledger" for a failure of the ledger, or "error".
 func failureKind(err error) string {
-	var le *LedgerError
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, ErrStateChanged):
-		return "state_changed"
-	case errors.Is(err, errResultTooLarge):
-		return string(ledger.FailureResultTooLarge)
-	case errors.As(err, &le):
-		return "ledger"
 	}
 	for _, k := range refusalKinds {
 		if errors.Is(err, k.err) {
 			return k.name
 		}
 	}
-	if ce, ok := errors.AsType[*ChangeError](err); ok && ce.Kind == nil && ce.Err == nil {
-		return "refused" // an operation's own refusal (Refuse)
+	var le *LedgerError
+	switch {
+	case errors.Is(err, errResultTooLarge):
+		return string(ledger.FailureResultTooLarge)
+	case errors.As(err, &le):
+		return "ledger"
 	}
 	return string(ledger.FailureError)
-}
-
-var refusalKinds = []struct {
-	err  error
-	name string
-}{
-	{ErrNotFound, "not_found"}, {ErrInvalidToken, "invalid_token"}, {ErrExpired, "expired"},
-	{ErrWrongStatus, "wrong_status"}, {ErrRunClosed, "run_closed"}, {ErrBusy, "busy"},
-	{ErrWritesDisabled, "writes_disabled"}, {ErrQuota, "quota"}, {ErrRefused, "refused"}, {ErrNoChange, "no_change"},
 }
 
 // logTransition records a change's committed move from one status to

@@ -103,7 +103,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		ExpiresAt:     now.Add(g.opts.TTL),
 	}
 	token := newToken(confirmPrefix)
-	if g.opts.Approval == UserApproval { // the user approves in the client; see userApproved
+	if g.opts.Approval == UserApproval { // the user approves in the client; see byUser
 		token = g.sealer.tokenFor(confirmPrefix, purposeApply, c.ID, c.PayloadHash)
 	}
 	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)

@@ -109,7 +109,7 @@ func (g *Guard) statusOf(c *ledger.Change) *ChangeStatus {
 		AppliedAt:      formatTime(c.AppliedAt),
 		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
 		UndoneAt:       formatTime(c.UndoneAt),
-		Error:          g.voice.FailureError(string(c.Failure), c.ErrorType),
+		Error:          g.voice.FailureError(string(c.Failure), c.ErrorType, storedErrorKind(c.ErrorType)),
 		PreviewedBy:    c.PreviewedBy,
 		AppliedBy:      appliedBy,
 		UndoneBy:       c.UndoneBy,

@@ -85,21 +85,14 @@ func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pl
 // retry can plan it again; cause is why it could not finish. If even that
 // fails the run stays undoing, and `mcp-changeset check` reports it.
 func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
-	var err error
-	for attempt := range 5 {
-		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-			cur, err := tx.Run(id)
-			if err != nil || cur.Status != ledger.RunUndoing {
-				return err
-			}
-			cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
-			return tx.UpdateRun(cur, ledger.RunUndoing)
-		})
-		if err == nil || !errors.Is(err, ledger.ErrBusy) {
-			break
+	err := g.retryBusy(ctx, func(tx *ledger.Tx) error {
+		cur, err := tx.Run(id)
+		if err != nil || cur.Status != ledger.RunUndoing {
+			return err
 		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-	}
+		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
+		return tx.UpdateRun(cur, ledger.RunUndoing)
+	})
 	if err != nil {
 		g.log.Error("run left undoing: its undo failed and the run could not be released", "run_id", id, "cause", cause, "err", err)
 		return
@@ -186,7 +179,7 @@ func (e *execution) external(s *undoplan.Step) {
 	if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeNow(e.ctx, c) }) {
 		return
 	}
-	_, err := e.g.undoChange(e.ctx, c.ID, "", c.ScopeHash, e.by, true, e.undoing)
+	_, err := e.g.undoChange(e.ctx, claim{kind: undoClaim, id: c.ID, auth: byTrusted, scope: c.ScopeHash, by: e.by}, e.undoing)
 	var sc *StateChangedError
 	var held *heldError
 	switch {
@@ -336,7 +329,8 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 		delete(e.undoing, s.C.ID)
 		switch {
 		case s.Reviewed && s.Failed != "" && s.Verdict == undoplan.Undo:
-			e.g.recordRunFailure(e.ctx, s.C.ID, e.by, s.Failed)
+			// The segment's savepoint rolled the undo back: nothing was written.
+			_ = e.g.recordFailure(e.ctx, claim{kind: undoClaim, id: s.C.ID, auth: byTrusted, by: e.by}, nil, &runUndoFailure{s.Failed})
 		case s.Reviewed && s.Failed == "" && s.CarriesOut():
 			undone := *s.C // as committed by txUndo or txClose
 			undone.Status = ledger.Undone
@@ -385,29 +379,6 @@ func (e *execution) lateChanges(steps []undoplan.Step) ([]undoplan.Step, error) 
 func closeNoNet(c *ledger.Change, runID, by string, now time.Time) {
 	c.Status, c.UndoneAt, c.UndoneBy, c.UndoHash, c.UpdatedAt = ledger.Undone, now, by, "", now
 	c.Note = "no net change within run " + runID + ": no write was needed"
-}
-
-// recordRunFailure marks a change whose transactional undo failed in a run
-// as undo_failed, as a failed undo_change would.
-func (g *Guard) recordRunFailure(ctx context.Context, id, by, reason string) {
-	var failed *ledger.Change
-	err := g.ledger.WithTx(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
-		failed = nil // WithTx may run this again
-		c, err := tx.Change(id)
-		if err != nil || c.Status != ledger.Applied {
-			return err
-		}
-		c.Status, c.ErrorType, c.Error, c.UndoHash, c.UndoneBy, c.UpdatedAt = ledger.UndoFailed, "RunUndo", storableText(reason), "", by, g.now()
-		c.Failure, c.NothingWritten = ledger.FailureError, true // the segment's savepoint rolled the undo back
-		failed = c
-		return tx.UpdateChange(c, ledger.Applied)
-	})
-	switch {
-	case err != nil:
-		g.log.Error("run undo failure not recorded", "change_id", id, "err", err)
-	case failed != nil:
-		g.logTransition(ctx, failed, ledger.Applied, by)
-	}
 }
 
 // unreadState logs a run undo's failed read of c's current state in full

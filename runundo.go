@@ -125,7 +125,7 @@ func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by strin
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, "", by, true, nil)
+	return g.undoRun(ctx, r, dryRun, "", byTrusted, by, nil)
 }
 
 // UndoRunReviewed undoes a run as a person reviewed it: reviewed lists the
@@ -146,7 +146,7 @@ func (g *Guard) UndoRunReviewed(ctx context.Context, runID string, reviewed []st
 	for _, id := range reviewed {
 		set[id] = true
 	}
-	return g.undoRun(ctx, r, false, "", by, true, set)
+	return g.undoRun(ctx, r, false, "", byTrusted, by, set)
 }
 
 // Planned returns the IDs of the changes a dry run's plan acts on: those
@@ -169,16 +169,18 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, g.agentBy(ctx, req), false, nil)
+	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, byToken, g.agentBy(ctx, req), nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,
 // refuses unless the plan is the one the token was issued for, claims the
 // run and carries out that same plan; reviewed, when not nil, narrows
-// what it carries out to the changes a person confirmed.
-func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
+// what it carries out to the changes a person confirmed. auth is what
+// lets the real undo through: the dry run's token (byToken), or a person
+// acting through trusted code (byTrusted).
+func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	ctx, end := g.start(ctx, Event{Step: StepUndoRun, RunID: r.ID, DryRun: dryRun})
-	rep, err := g.undoRunStep(ctx, r, dryRun, token, by, trusted, reviewed)
+	rep, err := g.undoRunStep(ctx, r, dryRun, token, auth, by, reviewed)
 	if end != nil {
 		out := Outcome{RunID: r.ID, Err: err, Failure: failureKind(err)}
 		if rep != nil {
@@ -189,7 +191,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token, 
 	return rep, err
 }
 
-func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token, by string, trusted bool, reviewed map[string]bool) (*RunReport, error) {
+func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return g.replayReport(r)
@@ -204,17 +206,17 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 		return nil, err
 	}
 	if dryRun {
-		return g.dryRunReport(ctx, r, plan, trusted)
+		return g.dryRunReport(ctx, r, plan, auth)
 	}
-	if len(plan.Actions()) == 0 && !trusted && token == "" {
+	if len(plan.Actions()) == 0 && auth == byToken && token == "" {
 		// Nothing to approve, so no token was issued. A caller holding the
 		// token of an earlier plan is told below that the plan changed.
 		return g.nothingToUndo(plan, r.ID, false), nil
 	}
-	if !trusted && !validToken(token, confirmPrefix) {
+	if auth == byToken && !validToken(token, confirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, token, by, trusted)
+	stored, err := g.claimRun(ctx, r, plan, token, auth, by)
 	if err != nil || stored != nil {
 		return stored, err
 	}
@@ -301,13 +303,14 @@ func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunR
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
-func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, trusted bool) (*RunReport, error) {
+// A dry run for trusted code (byTrusted) stores no token.
+func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, auth authority) (*RunReport, error) {
 	if len(plan.Actions()) == 0 {
 		return g.nothingToUndo(plan, r.ID, true), nil // no token: there is nothing to approve
 	}
 	rep := reportOf(g.voice, plan, r.ID, true)
 	rep.Status = string(ledger.RunOpen)
-	if trusted {
+	if auth == byTrusted {
 		return rep, nil
 	}
 	token := newToken(confirmPrefix)
@@ -335,10 +338,13 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 
 // claimRun moves the run from open to undoing: one claim per run, whatever
 // the number of processes. The agent's claim needs the dry run's token and
-// the same plan the token was issued for. When another request finished
-// undoing the run meanwhile, claimRun returns that undo's stored report,
-// replayed.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token, by string, trusted bool) (*RunReport, error) {
+// the same plan the token was issued for (byToken); the user's approval
+// (byUser) was checked against the plan by approveUndoRun, and a person
+// acting through trusted code (byTrusted) needs neither. When another
+// request finished undoing the run meanwhile, claimRun returns that undo's
+// stored report, replayed.
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token string, auth authority, by string) (*RunReport, error) {
+	byTok := auth == byToken
 	var refusal error
 	var stored *ledger.Run
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
@@ -358,14 +364,14 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		case cur.Status != ledger.RunOpen:
 			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
 			return nil
-		case !trusted && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
+		case byTok && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
 			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
 			return nil
-		case !trusted && !now.Before(cur.ConfirmExpiresAt):
+		case byTok && !now.Before(cur.ConfirmExpiresAt):
 			refusal = refuse(ErrExpired, "", "%s", g.voice.RunDryRunExpired(r.ID, formatTime(cur.ConfirmExpiresAt)))
 			return nil
-		case !trusted && cur.PlanHash != plan.Hash:
-			refusal = refuse(ErrStateChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
+		case byTok && cur.PlanHash != plan.Hash:
+			refusal = refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 			return nil
 		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now

@@ -161,7 +161,7 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[ApplyResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
-			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, g.agentBy(ctx, req), false)
+			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byToken, g.agentBy(ctx, req))
 			return nil, res, g.toolError(err)
 		})
 		addTool(g, &mcp.Tool{
@@ -170,7 +170,7 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[UndoResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
-			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, g.agentBy(ctx, req), false)
+			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byToken, g.agentBy(ctx, req))
 			return nil, res, g.toolError(err)
 		})
 	}

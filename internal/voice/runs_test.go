@@ -68,25 +68,25 @@ func TestRunReplayed_SaysWhenAndWho(t *testing.T) {
 // error by its type name only.
 func TestFailureError_NoLibraryIdentifiers(t *testing.T) {
 	v := New("", "", Token)
-	for _, c := range []struct{ failure, typ string }{
-		{"state_changed", "changeset.StateChangedError"},
-		{"result_too_large", "changeset.ChangeError"},
-		{"interrupted", "Reconciled"},
-		{"error", "changeset.PanicError"},
-		{"error", "changeset.ChangeError"},
-		{"error", "ledger.Error"},
-		{"error", "RunUndo"},
-		{"error", "changeset.SomethingNew"},
+	for _, c := range []struct{ failure, typ, kind string }{
+		{"state_changed", "changeset.StateChangedError", "state_changed"},
+		{"result_too_large", "changeset.ChangeError", "refused"},
+		{"interrupted", "Reconciled", "interrupted"},
+		{"error", "changeset.PanicError", "panic"},
+		{"error", "changeset.ChangeError", "refused"},
+		{"error", "ledger.Error", "ledger"},
+		{"error", "RunUndo", "run_undo"},
+		{"error", "changeset.SomethingNew", ""},
 	} {
-		got := v.FailureError(c.failure, c.typ)
+		got := v.FailureError(c.failure, c.typ, c.kind)
 		if got == "" || strings.Contains(got, "changeset.") || strings.Contains(got, "ledger.") || strings.Contains(got, "RunUndo") {
 			t.Errorf("FailureError(%q, %q) = %q", c.failure, c.typ, got)
 		}
 	}
-	if got := v.FailureError("error", "fs.PathError"); got != "fs.PathError" {
+	if got := v.FailureError("error", "fs.PathError", ""); got != "fs.PathError" {
 		t.Errorf("an operation's own error = %q, want its type name", got)
 	}
-	if got := v.FailureError("", ""); got != "" {
+	if got := v.FailureError("", "", ""); got != "" {
 		t.Errorf("no failure = %q, want none", got)
 	}
 }
