@@ -12,6 +12,17 @@ import (
 type Proposal[P any] struct {
 	// Payload is stored in the ledger in canonical JSON. Apply, Undo and
 	// Observe receive it decoded from there, never from the agent's call.
+	//
+	// A field of P tagged `changeset:"redact"` holds a secret the
+	// operation needs for Apply and Undo but operators should not read
+	// later: once the change is terminal the ledger replaces its value (and
+	// the diff entry of the same name) by a keyed hash (see
+	// ledger.RedactChange).
+	//
+	//	type payload struct {
+	//		User     string `json:"user"`
+	//		Password string `json:"password" changeset:"redact"`
+	//	}
 	Payload P
 	// Diff shows the change field by field; DiffFields builds it from two
 	// maps.
