@@ -140,6 +140,7 @@ func (c *check) run() bool {
 
 	// The first apply, after two more previews.
 	a1, ok := c.apply(p[0], func(found *ledger.Change, err error) {
+		c.t.Helper()
 		if found.Failure == ledger.FailureStateChanged {
 			c.errorf("a preview writes: after two more previews of the same input, the apply of the first found the state changed (Observe now returns %s)", brief(found.Before))
 			return
@@ -186,6 +187,7 @@ func (c *check) run() bool {
 
 	// What Observe sees after the undo, through the second preview.
 	a2, ok := c.apply(p[1], func(found *ledger.Change, err error) {
+		c.t.Helper()
 		if found.Failure == ledger.FailureStateChanged {
 			c.errorf("the undo did not restore the state: before the apply Observe returned %s, after the undo %s", brief(rec1.Before), brief(found.Before))
 			return

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -354,11 +355,12 @@ func (s *store) list() ([]noteInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := d.ReadDir(-1) // sorted by name
+	entries, err := d.ReadDir(-1) // in the directory's order
 	d.Close()
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	notes := []noteInfo{}
 	for _, e := range entries {
 		if !e.Type().IsRegular() || checkName(e.Name()) != nil {
