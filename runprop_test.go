@@ -7,11 +7,7 @@ import (
 	"testing"
 )
 
-// TestRunPlan_DryRunPredictsTheUndo generates runs of creates, renames,
-// deletes and settings changes, with and without Resource, with a person's
-// edits interleaved, and checks that the real undo carries out exactly what
-// the dry run planned: the same changes undone, skipped, closed and
-// reported irreversible, nothing "not carried out".
+// orEmpty is v, or an empty list when v is absent.
 func orEmpty(v any) any {
 	if v == nil {
 		return []any{}
@@ -35,10 +31,14 @@ func (s *kv) dump() string {
 	return out
 }
 
-// exerciseRunPlanProperty runs the generated run-plan cases on one backend.
-func exerciseRunPlanProperty(t *testing.T, kit backendKit) {
-	t.Run("RunPlan_DryRunPredictsTheUndo", func(t *testing.T) {
-		t.Parallel()
+// TestRunPlan_DryRunPredictsTheUndo generates runs of creates, renames,
+// deletes and settings changes, with and without Resource, with a person's
+// edits interleaved, and checks that the real undo carries out exactly what
+// the dry run planned: the same changes undone, skipped, closed and
+// reported irreversible, nothing "not carried out".
+func TestRunPlan_DryRunPredictsTheUndo(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		seed := rand.Uint64()
 		t.Logf("seed %d", seed)
 		rng := rand.New(rand.NewPCG(seed, 1))
