@@ -19,9 +19,9 @@ var (
 	undoPattern     = regexp.MustCompile(`^undo_[A-Za-z0-9_-]{32}$`)
 )
 
-func exerciseApply(t *testing.T, kit backendKit) {
-	t.Run("RoundTrip_PreviewApplyUndoThroughClient", func(t *testing.T) {
-		t.Parallel()
+func TestRoundTrip_PreviewApplyUndoThroughClient(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		cs := f.session
 
@@ -95,9 +95,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		mustFail(t, cs, "undo_change", map[string]any{"change_id": id, "undo_token": undoToken},
 			"change "+id+" cannot be undone (status: undone)")
 	})
+}
 
-	t.Run("Apply_ReplayOfSpentTokenRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApply_ReplayOfSpentTokenRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		f.apply(id, token)
@@ -107,9 +109,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("applied %d times", n)
 		}
 	})
+}
 
-	t.Run("Apply_WrongTokenDoesNotConsumePreview", func(t *testing.T) {
-		t.Parallel()
+func TestApply_WrongTokenDoesNotConsumePreview(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		for _, wrong := range []string{
@@ -129,9 +133,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("the right token did not apply after wrong ones")
 		}
 	})
+}
 
-	t.Run("Apply_TokenOfAnotherChangeRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApply_TokenOfAnotherChangeRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		idA, tokenA := f.preview("set", "theme", "dark")
 		idB, _ := f.preview("set", "language", "de")
@@ -140,9 +146,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("a foreign token changed a status")
 		}
 	})
+}
 
-	t.Run("Undo_UndoTokenCannotApplyAndConfirmTokenCannotUndo", func(t *testing.T) {
-		t.Parallel()
+func TestUndo_UndoTokenCannotApplyAndConfirmTokenCannotUndo(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		undoToken := f.apply(id, token)
@@ -152,9 +160,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		mustFail(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": "undo_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, "invalid undo token")
 		mustCall(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": undoToken})
 	})
+}
 
-	t.Run("Apply_ExpiredPreviewRefusedAndMarkedExpired", func(t *testing.T) {
-		t.Parallel()
+func TestApply_ExpiredPreviewRefusedAndMarkedExpired(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		f.clock.Advance(changeset.DefaultTTL)
@@ -167,9 +177,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("an expired preview wrote")
 		}
 	})
+}
 
-	t.Run("Undo_ExpiredUndoWindowRefused", func(t *testing.T) {
-		t.Parallel()
+func TestUndo_ExpiredUndoWindowRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.UndoTTL = time.Hour })
 		id, token := f.preview("set", "theme", "dark")
 		undoToken := f.apply(id, token)
@@ -179,9 +191,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("an expired undo token changed something")
 		}
 	})
+}
 
-	t.Run("Undo_NoExpiryKeepsUndoOpen", func(t *testing.T) {
-		t.Parallel()
+func TestUndo_NoExpiryKeepsUndoOpen(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.UndoTTL = changeset.NoExpiry })
 		id, token := f.preview("set", "theme", "dark")
 		out := mustCall(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token})
@@ -191,9 +205,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		f.clock.Advance(365 * 24 * time.Hour)
 		mustCall(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": out["undo_token"]})
 	})
+}
 
-	t.Run("Apply_ClockFarBehindCreationRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApply_ClockFarBehindCreationRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		f.clock.Advance(-2 * changeset.DefaultMaxClockSkew)
@@ -204,9 +220,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		f.clock.Advance(2 * changeset.DefaultMaxClockSkew)
 		f.apply(id, token)
 	})
+}
 
-	t.Run("Apply_OtherScopeCannotSeeOrClaim", func(t *testing.T) {
-		t.Parallel()
+func TestApply_OtherScopeCannotSeeOrClaim(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.Scope = "tenant-a" })
 		id, token := f.preview("set", "theme", "dark")
 
@@ -225,9 +243,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		}
 		f.apply(id, token)
 	})
+}
 
-	t.Run("ScopeFunc_BindsChangesToThePrincipal", func(t *testing.T) {
-		t.Parallel()
+func TestScopeFunc_BindsChangesToThePrincipal(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		type principal struct{}
 		f := newFixtureOn(t, kit, func(o *changeset.Options) {
 			o.ScopeFunc = func(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
@@ -254,8 +274,10 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal(err)
 		}
 	})
+}
 
-	t.Run("WritesDisabled_RefusedBeforeClaimAndTokenSurvives", func(t *testing.T) {
+func TestWritesDisabled_RefusedBeforeClaimAndTokenSurvives(t *testing.T) {
+	onEachBackendInTurn(t, func(t *testing.T, kit backendKit) {
 		// Not parallel: t.Setenv.
 		env := "CHANGESET_TEST_WRITE_MODE"
 		t.Setenv(env, "")
@@ -284,9 +306,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		t.Setenv(env, "guarded")
 		mustCall(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": undoToken})
 	})
+}
 
-	t.Run("Apply_StateChangedSincePreviewFailsWithoutWriting", func(t *testing.T) {
-		t.Parallel()
+func TestApply_StateChangedSincePreviewFailsWithoutWriting(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		f.store.set("theme", "blue") // someone else's edit
@@ -303,9 +327,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 		}
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "(status: apply_failed)")
 	})
+}
 
-	t.Run("Undo_RefusedAfterLaterEditAndNothingOverwritten", func(t *testing.T) {
-		t.Parallel()
+func TestUndo_RefusedAfterLaterEditAndNothingOverwritten(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		undoToken := f.apply(id, token)
@@ -323,9 +349,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Errorf("refused undo kept found %s, after %s", rec.UndoFound, rec.After)
 		}
 	})
+}
 
-	t.Run("Apply_ErrorReachesAgentAsTypeNameOnly", func(t *testing.T) {
-		t.Parallel()
+func TestApply_ErrorReachesAgentAsTypeNameOnly(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("fail", "theme", "dark")
 		msg := mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "fs.PathError")
@@ -344,9 +372,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("status error = %v", st["error"])
 		}
 	})
+}
 
-	t.Run("Apply_PanicIsRecordedAsFailure", func(t *testing.T) {
-		t.Parallel()
+func TestApply_PanicIsRecordedAsFailure(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("boom", "theme", "dark")
 		msg := mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "crashed (panicked)")
@@ -357,9 +387,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("status = %s", f.status(id))
 		}
 	})
+}
 
-	t.Run("Apply_ResultOverLimitFailsWithoutUndoToken", func(t *testing.T) {
-		t.Parallel()
+func TestApply_ResultOverLimitFailsWithoutUndoToken(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.MaxResultBytes = 1024 })
 		id, token := f.preview("big", "theme", strings.Repeat("v", 2000))
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "over the limit")
@@ -372,9 +404,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("an undo token digest was stored for a failed change")
 		}
 	})
+}
 
-	t.Run("Apply_NoUndoOperationGetsNoUndoToken", func(t *testing.T) {
-		t.Parallel()
+func TestApply_NoUndoOperationGetsNoUndoToken(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("noundo", "theme", "dark")
 		out := mustCall(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token})
@@ -382,9 +416,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("undo token issued for an operation without undo: %v", out)
 		}
 	})
+}
 
-	t.Run("Preview_RefusalsStoreNothing", func(t *testing.T) {
-		t.Parallel()
+func TestPreview_RefusalsStoreNothing(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.MaxPayloadBytes = 4096 })
 		mustFail(t, f.session, "preview_set", map[string]any{"key": "theme", "value": strings.Repeat("x", 5000)}, "over the limit")
 		mustFail(t, f.session, "preview_set", map[string]any{"key": "", "value": "x"}, "key is required")
@@ -403,9 +439,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("refused previews stored %d rows", len(rows))
 		}
 	})
+}
 
-	t.Run("Preview_ValuesWithControlCharactersAreValidInput", func(t *testing.T) {
-		t.Parallel()
+func TestPreview_ValuesWithControlCharactersAreValidInput(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		v := "line1\nline2 \u202e \x1b[31m"
 		id, token := f.preview("set", "theme", v)
@@ -414,9 +452,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("value altered")
 		}
 	})
+}
 
-	t.Run("Apply_BookkeepingSurvivesCancelledRequest", func(t *testing.T) {
-		t.Parallel()
+func TestApply_BookkeepingSurvivesCancelledRequest(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		ctx, cancel := context.WithCancel(context.Background())
 		changeset.Register(f.guard, &mcp.Tool{Name: "cancelling"}, changeset.Operation[setIn, setIn, setOut]{
@@ -441,9 +481,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("status = %s after a cancelled request", f.status(p.ChangeID))
 		}
 	})
+}
 
-	t.Run("ProgrammaticAPI", func(t *testing.T) {
-		t.Parallel()
+func TestProgrammaticAPI(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		ctx := context.Background()
 		p, err := f.guard.Preview(ctx, "set", setIn{Key: "language", Value: "de"})
@@ -478,9 +520,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("malformed id accepted")
 		}
 	})
+}
 
-	t.Run("UndoAs_RecordsThePerson", func(t *testing.T) {
-		t.Parallel()
+func TestUndoAs_RecordsThePerson(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		f.apply(id, token)
@@ -492,9 +536,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("applied by %q, undone by %q", rec.AppliedBy, rec.UndoneBy)
 		}
 	})
+}
 
-	t.Run("Preview_ArgumentsWithInvalidUTF8OrLoneSurrogatesRefused", func(t *testing.T) {
-		t.Parallel()
+func TestPreview_ArgumentsWithInvalidUTF8OrLoneSurrogatesRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		for _, args := range []string{
 			`{"key":"theme","value":"bad ` + "\xff" + ` byte"}`,
@@ -513,9 +559,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatalf("%d rows stored", len(rows))
 		}
 	})
+}
 
-	t.Run("Preview_SnapshotBindsTheStateThePreviewRead", func(t *testing.T) {
-		t.Parallel()
+func TestPreview_SnapshotBindsTheStateThePreviewRead(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		changeset.Register(f.guard, &mcp.Tool{Name: "snap"}, changeset.Operation[setIn, setIn, setOut]{
 			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
@@ -535,9 +583,11 @@ func exerciseApply(t *testing.T, kit backendKit) {
 			t.Fatal("the person's edit was overwritten")
 		}
 	})
+}
 
-	t.Run("Apply_OperationRefusalNamesTheChange", func(t *testing.T) {
-		t.Parallel()
+func TestApply_OperationRefusalNamesTheChange(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		changeset.Register(f.guard, &mcp.Tool{Name: "quota"}, changeset.Operation[setIn, setIn, setOut]{
 			AllowEmptyDiff: true, // its diff is not what the test is about

@@ -12,9 +12,9 @@ import (
 // The sealed request state: these tests answer by hand, on clients whose
 // automatic retry is off, as a client that forges or replays would.
 
-func exerciseApprovalState(t *testing.T, kit backendKit) {
-	t.Run("Approval_ReplayedStateAfterApplyRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_ReplayedStateAfterApplyRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes), manual: true})
 		id := f.preview(cs, "theme", "dark")
@@ -32,9 +32,11 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatalf("applied %d times", f.store.applies.Load())
 		}
 	})
+}
 
-	t.Run("Approval_StateOfAnotherChangeRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_StateOfAnotherChangeRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes), manual: true})
 		a := f.preview(cs, "theme", "dark")
@@ -54,9 +56,11 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatal("something was applied")
 		}
 	})
+}
 
-	t.Run("Approval_TamperedStateRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_TamperedStateRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes), manual: true})
 		id := f.preview(cs, "theme", "dark")
@@ -84,9 +88,11 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatal("a tampered state applied the change")
 		}
 	})
+}
 
-	t.Run("Approval_ExpiredStateRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_ExpiredStateRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes), manual: true})
 		id := f.preview(cs, "theme", "dark")
@@ -107,9 +113,11 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatalf("fresh question: %v %s", out, errText)
 		}
 	})
+}
 
-	t.Run("Approval_StateNeverOutlivesThePreview", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_StateNeverOutlivesThePreview(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit, func(o *changeset.Options) { o.TTL = 2 * time.Minute })
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes), manual: true})
 		id := f.preview(cs, "theme", "dark")
@@ -120,11 +128,13 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatalf("state past the preview's expiry: %q", errText)
 		}
 	})
+}
 
-	// go-sdk hands a pre-2026 client's own inputResponses and requestState to
-	// the handler unchanged: a client must not be able to approve for the user.
-	t.Run("Approval_ClientsOwnAnswerOnLegacySessionRefused", func(t *testing.T) {
-		t.Parallel()
+// go-sdk hands a pre-2026 client's own inputResponses and requestState to
+// the handler unchanged: a client must not be able to approve for the user.
+func TestApproval_ClientsOwnAnswerOnLegacySessionRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(yes)
 		cs := f.connect(clientOptions{protocol: protoLegacy, user: u})
@@ -148,9 +158,11 @@ func exerciseApprovalState(t *testing.T, kit backendKit) {
 			t.Fatal("a client's own answer applied the change")
 		}
 	})
+}
 
-	t.Run("Approval_ReplicasShareTheLedgersKeyAndOtherKeysAreRefused", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_ReplicasShareTheLedgersKeyAndOtherKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		a := newApprovalFixtureOn(t, kit)
 		replica := buildApprovalFixture(t, changeset.Options{Ledger: kit.Reopen(t, a.guard.Ledger())}, nil)
 		foreign := buildApprovalFixture(t, changeset.Options{Ledger: kit.Reopen(t, a.guard.Ledger())}, []func(*changeset.Options){func(o *changeset.Options) {

@@ -12,9 +12,9 @@ import (
 
 const approvedBy = "agent (approved by the user)"
 
-func exerciseApproval(t *testing.T, kit backendKit) {
-	t.Run("Approval_BothProtocolsAskAndApplyOnAccept", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_BothProtocolsAskAndApplyOnAccept(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		for _, proto := range []string{protoMRTR, protoLegacy} {
 			t.Run(proto, func(t *testing.T) {
 				f := newApprovalFixtureOn(t, kit)
@@ -52,9 +52,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			})
 		}
 	})
+}
 
-	t.Run("Approval_PreviewHasNoTokenAndSaysTheUserWillBeAsked", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_PreviewHasNoTokenAndSaysTheUserWillBeAsked(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{user: says(yes)})
 		out := mustCall(t, cs, "preview_set", map[string]any{"key": "theme", "value": "dark"})
@@ -82,9 +84,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Approval_DeclineCancelAndNoSpendNothing", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_DeclineCancelAndNoSpendNothing(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		for _, tc := range []struct {
 			name   string
 			answer *mcp.ElicitResult
@@ -120,9 +124,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Approval_MessageIsNeutralisedAndBounded", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_MessageIsNeutralisedAndBounded(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(decline)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: u})
@@ -158,9 +164,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Approval_ManyFieldsStayUnder4000", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_ManyFieldsStayUnder4000(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(decline)
 		cs := f.connect(clientOptions{user: u})
@@ -178,9 +186,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Fatalf("message does not count the fields it left out or lost its footer:\n%s", q.Message)
 		}
 	})
+}
 
-	t.Run("Approval_ClientWithoutElicitationGetsToolError", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_ClientWithoutElicitationGetsToolError(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		for _, proto := range []string{protoMRTR, protoLegacy} {
 			t.Run(proto, func(t *testing.T) {
 				f := newApprovalFixtureOn(t, kit)
@@ -196,9 +206,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			})
 		}
 	})
+}
 
-	t.Run("Approval_FailingElicitationIsToolError", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_FailingElicitationIsToolError(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(yes)
 		u.fail = errUserAgentFailed
@@ -209,9 +221,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Fatalf("status %s", f.status(id))
 		}
 	})
+}
 
-	t.Run("Approval_RefusalsBeforeAskingLeaveTheUserAlone", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_RefusalsBeforeAskingLeaveTheUserAlone(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit, func(o *changeset.Options) { o.WriteMode = changeset.WriteDisabled })
 		u := says(yes)
 		cs := f.connect(clientOptions{user: u})
@@ -233,9 +247,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Errorf("status %s; the checks before asking must write nothing", g.status(id))
 		}
 	})
+}
 
-	t.Run("Approval_UndoChangeAsksAndHonoursDecline", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_UndoChangeAsksAndHonoursDecline(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(yes, decline, yes)
 		cs := f.connect(clientOptions{protocol: protoLegacy, user: u})
@@ -255,9 +271,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Fatalf("undo = %v, theme %q", out, f.store.get("theme"))
 		}
 	})
+}
 
-	t.Run("Approval_UndoRunAsksAboutThePlanAndHonoursDecline", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_UndoRunAsksAboutThePlanAndHonoursDecline(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		u := says(yes, yes, decline, yes)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: u})
@@ -287,9 +305,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Fatalf("undo_run = %v", rep)
 		}
 	})
+}
 
-	t.Run("Approval_UndoRunRefusedWhenThePlanChangedAfterTheQuestion", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_UndoRunRefusedWhenThePlanChangedAfterTheQuestion(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		cs := f.connect(clientOptions{protocol: protoMRTR, user: says(yes)})
 		run := mustCall(t, cs, "start_run", map[string]any{"label": "theme"})["run_id"].(string)
@@ -311,9 +331,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			t.Fatal("the undo ran on a plan the user never saw")
 		}
 	})
+}
 
-	t.Run("Approval_OptionsAreValidated", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_OptionsAreValidated(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		l := kit.Ledger(t)
 		for _, opts := range []changeset.Options{
 			{Ledger: l, Approval: changeset.UserApproval, ApprovalKey: make([]byte, 16)},
@@ -326,9 +348,11 @@ func exerciseApproval(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Approval_TokenModeIsUnchanged", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_TokenModeIsUnchanged(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		id, token := f.preview("set", "theme", "dark")
 		if token == "" {

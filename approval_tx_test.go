@@ -48,9 +48,9 @@ func kvtValue(t *testing.T, g *changeset.Guard, k string) string {
 	return v
 }
 
-func exerciseApprovalTx(t *testing.T, kit backendKit) {
-	t.Run("Approval_TransactionalOperationAsksAndApplies", func(t *testing.T) {
-		t.Parallel()
+func TestApproval_TransactionalOperationAsksAndApplies(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newApprovalFixtureOn(t, kit)
 		registerTxSet(t, f.guard)
 		u := says(decline, yes, yes)

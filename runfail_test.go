@@ -29,17 +29,6 @@ import (
 // it was verified against: with that line removed (or negated), the test
 // fails; with it in place, the test passes.
 
-// onEachBackend runs fn once per ledger backend, as a subtest named after
-// it.
-func onEachBackend(t *testing.T, fn func(t *testing.T, kit backendKit)) {
-	for _, k := range kits {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, k.start(t))
-		})
-	}
-}
-
 // record reads a change's full ledger row, failing the test on any error.
 func (f *fixture) record(id string) *ledger.Change {
 	f.t.Helper()

@@ -139,10 +139,9 @@ func stepIDs(steps []changeset.RunStep) []string {
 // skipped and reported as not carried out, with its drift.
 // An undone session run is replaced by a new one at the next preview.
 
-// exerciseRunPlan runs the RunPlan cases on one backend.
-func exerciseRunPlan(t *testing.T, kit backendKit) {
-	t.Run("RunPlan_TwoEditsOfOneUnnamedSettingAreBothUndone", func(t *testing.T) {
-		t.Parallel()
+func TestRunPlan_TwoEditsOfOneUnnamedSettingAreBothUndone(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		run := f.startRun("Theme")
 		a := f.do(run, "set_plain", map[string]any{"key": "theme", "value": "dark"})
@@ -164,8 +163,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("theme = %q, want light", got)
 		}
 	})
-	t.Run("RunPlan_UnnamedEditsOfDifferentSettingsStayApart", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_UnnamedEditsOfDifferentSettingsStayApart(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		run := f.startRun("Two settings")
 		a := f.do(run, "set_plain", map[string]any{"key": "theme", "value": "dark"})
@@ -202,8 +204,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("state = %v", f.store.m)
 		}
 	})
-	t.Run("RunPlan_ObjectDriftNamesEachField", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_ObjectDriftNamesEachField(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		run := f.startRun("Titles")
 		r1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -232,8 +237,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("reason = %q", s["reason"])
 		}
 	})
-	t.Run("RunPlan_ReviewedSkipStaysSkippedOnTheDashboardPath", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_ReviewedSkipStaysSkippedOnTheDashboardPath(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		ctx := context.Background()
 		run := f.startRun("Theme")
@@ -258,8 +266,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("status = %s", rep.Status)
 		}
 	})
-	t.Run("RunPlan_ChangeAppliedDuringTheUndoIsLeftAloneAndReported", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_ChangeAppliedDuringTheUndoIsLeftAloneAndReported(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		ctx := context.Background()
 		run := f.startRun("Late")
@@ -296,8 +307,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("second undo = %v", rep)
 		}
 	})
-	t.Run("RunPlan_ApplyInFlightNeverLeavesTheRunUndoing", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_ApplyInFlightNeverLeavesTheRunUndoing(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		ctx := context.Background()
 		run := f.startRun("In flight")
@@ -345,8 +359,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("undo after the apply finished = %v", rep)
 		}
 	})
-	t.Run("RunPlan_PlannedChangeThatChangedIsNotCarriedOut", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_PlannedChangeThatChangedIsNotCarriedOut(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		run := f.startRun("Race")
 		a := f.do(run, "set", map[string]any{"key": "theme", "value": "dark"})
@@ -382,8 +399,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("status = %v", rep["status"])
 		}
 	})
-	t.Run("RunPlan_DependencyKeepsTheResourceAKeptChangeUses", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_DependencyKeepsTheResourceAKeptChangeUses(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		run := f.startRun("Funnels")
 		rule := f.do(run, "create_obj", map[string]any{"name": "rule:42"})
@@ -410,8 +430,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatal("the rule the kept funnel uses was removed")
 		}
 	})
-	t.Run("RunPlan_DependencyOutsideTheRunKeepsTheResource", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_DependencyOutsideTheRunKeepsTheResource(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit, func(o *changeset.Options) { o.NoSessionRuns = true })
 		run := f.startRun("Rule")
 		rule := f.do(run, "create_obj", map[string]any{"name": "rule:7"})
@@ -431,8 +454,11 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 			t.Fatalf("will_undo after the funnel is gone = %v", got)
 		}
 	})
-	t.Run("RunPlan_DependenciesAreBoundedAtPreview", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestRunPlan_DependenciesAreBoundedAtPreview(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		var many []string
 		for i := range 40 {
@@ -448,10 +474,9 @@ func exerciseRunPlan(t *testing.T, kit backendKit) {
 	})
 }
 
-// exerciseSessionRun runs the SessionRun cases on one backend.
-func exerciseSessionRun(t *testing.T, kit backendKit) {
-	t.Run("SessionRun_PreviewsWithoutRunIDJoinTheSessionRun", func(t *testing.T) {
-		t.Parallel()
+func TestSessionRun_PreviewsWithoutRunIDJoinTheSessionRun(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		first := mustCall(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "dark"})
 		run, _ := first["run_id"].(string)
@@ -482,8 +507,11 @@ func exerciseSessionRun(t *testing.T, kit backendKit) {
 			t.Fatalf("after the idle time the preview joined %v", third["run_id"])
 		}
 	})
-	t.Run("SessionRun_EachSessionHasItsOwn", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestSessionRun_EachSessionHasItsOwn(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		server := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 		g, err := changeset.New(server, changeset.Options{Ledger: kit.Ledger(t), WriteMode: changeset.WriteGuarded})
 		if err != nil {
@@ -500,16 +528,22 @@ func exerciseSessionRun(t *testing.T, kit backendKit) {
 			t.Fatalf("runs by session = %v, want one per session", runs)
 		}
 	})
-	t.Run("SessionRun_Off", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestSessionRun_Off(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit, func(o *changeset.Options) { o.NoSessionRuns = true })
 		out := mustCall(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "dark"})
 		if _, ok := out["run_id"]; ok {
 			t.Fatalf("NoSessionRuns: preview joined %v", out["run_id"])
 		}
 	})
-	t.Run("SessionRun_UndoneRunIsReplaced", func(t *testing.T) {
-		t.Parallel()
+}
+
+func TestSessionRun_UndoneRunIsReplaced(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		first := mustCall(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "dark"})
 		f.apply(first["change_id"].(string), first["confirmation_token"].(string))
@@ -525,12 +559,13 @@ func exerciseSessionRun(t *testing.T, kit backendKit) {
 	})
 }
 
-// exerciseRunPlanRegressions holds cases found by the notes races.
-func exerciseRunPlanRegressions(t *testing.T, kit backendKit) {
-	// A change whose undo failed stays in place: a later review of the run
-	// reports it, and the run is never called undone while it remains.
-	t.Run("RunPlan_AFailedUndoStaysInTheRunsLaterPlans", func(t *testing.T) {
-		t.Parallel()
+// The next two cases were found by the notes races.
+
+// A change whose undo failed stays in place: a later review of the run
+// reports it, and the run is never called undone while it remains.
+func TestRunPlan_AFailedUndoStaysInTheRunsLaterPlans(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		ctx := context.Background()
 		var fail atomic.Bool
@@ -575,10 +610,13 @@ func exerciseRunPlanRegressions(t *testing.T, kit backendKit) {
 			t.Fatalf("second undo = %+v, %v; want partially_undone while the failed change remains", rep, err)
 		}
 	})
-	// The changes of a resource the run left where it found them close
-	// together or not at all.
-	t.Run("RunPlan_ANoNetChangeGroupClosesWholeOrNotAtAll", func(t *testing.T) {
-		t.Parallel()
+}
+
+// The changes of a resource the run left where it found them close
+// together or not at all.
+func TestRunPlan_ANoNetChangeGroupClosesWholeOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newPlanFixtureOn(t, kit)
 		ctx := context.Background()
 		run := f.startRun("Create and delete")

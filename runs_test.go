@@ -210,9 +210,9 @@ func ids(list any) []string {
 	return out
 }
 
-func exerciseRuns(t *testing.T, kit backendKit) {
-	t.Run("Run_UndoRestoresStateByteForByteNewestFirst", func(t *testing.T) {
-		t.Parallel()
+func TestRun_UndoRestoresStateByteForByteNewestFirst(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		before := f.docs.dump()
 		run := f.startRun("Reorganise docs")
@@ -259,9 +259,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatalf("deleted doc restored with another identity: %+v", v)
 		}
 	})
+}
 
-	t.Run("Run_ChangeEditedOutsideIsSkippedAndOlderChangesToItToo", func(t *testing.T) {
-		t.Parallel()
+func TestRun_ChangeEditedOutsideIsSkippedAndOlderChangesToItToo(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Titles")
 		r1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -294,9 +296,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatal("statuses wrong after a partial undo")
 		}
 	})
+}
 
-	t.Run("Run_CreatedThenDeletedNeedsNoWrite", func(t *testing.T) {
-		t.Parallel()
+func TestRun_CreatedThenDeletedNeedsNoWrite(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Scratch")
 		c1 := f.do(run, "create_doc", map[string]any{"title": "tmp"})
@@ -323,9 +327,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Run_DryRunWritesNothingAndItsTokenIsSingleUseAndPlanBound", func(t *testing.T) {
-		t.Parallel()
+func TestRun_DryRunWritesNothingAndItsTokenIsSingleUseAndPlanBound(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Dry")
 		c1 := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -378,9 +384,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatalf("get_run = %v", detail)
 		}
 	})
+}
 
-	t.Run("Run_RefusesNewChangesOnceUndoneAndUnknownRuns", func(t *testing.T) {
-		t.Parallel()
+func TestRun_RefusesNewChangesOnceUndoneAndUnknownRuns(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Closed")
 		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -393,9 +401,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 		mustFail(t, f.session, "get_run", map[string]any{"run_id": "run_0123456789abcdef0123"}, "not found")
 		mustFail(t, f.session, "undo_run", map[string]any{"run_id": "nope"}, "not found")
 	})
+}
 
-	t.Run("Run_OtherScopeCannotSeeJoinOrUndo", func(t *testing.T) {
-		t.Parallel()
+func TestRun_OtherScopeCannotSeeJoinOrUndo(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Mine")
 		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -418,9 +428,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatalf("list_runs = %v", out)
 		}
 	})
+}
 
-	t.Run("Run_ReportsWhatCannotBeUndoneExactly", func(t *testing.T) {
-		t.Parallel()
+func TestRun_ReportsWhatCannotBeUndoneExactly(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Lossy")
 		lossy := f.do(run, "lossy_rename", map[string]any{"id": 1, "title": "one"})
@@ -446,9 +458,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatalf("status = %v", rep["status"])
 		}
 	})
+}
 
-	t.Run("Run_RefusedWhileAChangeIsInFlight", func(t *testing.T) {
-		t.Parallel()
+func TestRun_RefusedWhileAChangeIsInFlight(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Busy")
 		id := f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})
@@ -467,9 +481,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 		}
 		mustFail(t, f.session, "undo_run", map[string]any{"run_id": run}, "is undoing")
 	})
+}
 
-	t.Run("UndoRun_PersonNeedsNoTokenAndIsRecorded", func(t *testing.T) {
-		t.Parallel()
+func TestUndoRun_PersonNeedsNoTokenAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		before := f.docs.dump()
 		run := f.startRun("Person")
@@ -493,9 +509,11 @@ func exerciseRuns(t *testing.T, kit backendKit) {
 			t.Fatalf("agent sees %v", agent)
 		}
 	})
+}
 
-	t.Run("Run_InterruptedUndoIsReconciledByAnOperator", func(t *testing.T) {
-		t.Parallel()
+func TestRun_InterruptedUndoIsReconciledByAnOperator(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		run := f.startRun("Crashed")
 		f.do(run, "rename_doc", map[string]any{"id": 1, "title": "one"})

@@ -26,12 +26,13 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// exerciseSessionRunHTTP checks session runs over Streamable HTTP on
-// loopback: in stateless mode every request is a session of its own, so
-// the session run is the principal's (the bearer token's user).
-func exerciseSessionRunHTTP(t *testing.T, kit backendKit) {
-	t.Run("SessionRun_StatelessHTTPKeysByPrincipal", func(t *testing.T) {
-		t.Parallel()
+// The SessionRun cases in this file check session runs over Streamable
+// HTTP on loopback: in stateless mode every request is a session of its
+// own, so the session run is the principal's (the bearer token's user).
+
+func TestSessionRun_StatelessHTTPKeysByPrincipal(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		server := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 		g, err := changeset.New(server, changeset.Options{Ledger: kit.Ledger(t), WriteMode: changeset.WriteGuarded})
 		if err != nil {
@@ -72,14 +73,16 @@ func exerciseSessionRunHTTP(t *testing.T, kit backendKit) {
 			t.Fatal("the session run is not in the ledger")
 		}
 	})
+}
 
-	t.Run("SessionRun_ReplicasShareTheRunAndSeeEachOthersPreviews", func(t *testing.T) {
-		// Two Guards on one ledger (two replicas behind a balancer), one
-		// principal. Each Guard remembers its own last preview in the
-		// session run; the run must still count the other's previews: a
-		// replica whose own last preview is older than the idle time but
-		// whose peer previewed since must join the same run.
-		t.Parallel()
+// Two Guards on one ledger (two replicas behind a balancer), one
+// principal. Each Guard remembers its own last preview in the session run;
+// the run must still count the other's previews: a replica whose own last
+// preview is older than the idle time but whose peer previewed since must
+// join the same run.
+func TestSessionRun_ReplicasShareTheRunAndSeeEachOthersPreviews(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		led := kit.Ledger(t)
 		clock := testkit.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 		verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {

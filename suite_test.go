@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,11 +22,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The Guard-level suite: the apply, undo, run, approval and tool tests run
-// once per ledger backend, as subtests of TestGuard named after the backend
-// ("TestGuard/postgres/Apply_ReplayOfSpentTokenRefused"). Each area has its
-// exercise function in its own file; a test that must look at or meddle
-// with a SQLite file stays a top-level test and uses newFixture.
+// The Guard-level suite: the apply, undo, run, approval and tool tests are
+// top-level tests named by area (TestApply_…, TestUndo_…, TestPreview_…,
+// TestRun_…, TestRunPlan_…, TestSessionRun_…, TestApproval_…), and each
+// runs once per ledger backend through onEachBackend, as subtests named
+// after the backend ("TestApply_ReplayOfSpentTokenRefused/postgres"). So
+// `go test -run TestApply` runs the apply tests on every backend, and
+// `go test -run /sqlite` the whole suite on one. A test that must look at
+// or meddle with a SQLite file stays on SQLite and uses newFixture.
 
 // A backendKit is one ledger backend the suite runs on.
 type backendKit struct {
@@ -35,8 +39,8 @@ type backendKit struct {
 	target func(t *testing.T) string
 }
 
-// kits are the backends TestGuard runs the suite on. Each starts its kit
-// for the test t that runs the backend's part of the suite.
+// kits are the backends the suite runs on. Each starts its kit for the
+// test t that runs a test's part on the backend.
 var kits = []struct {
 	name  string
 	start func(t *testing.T) backendKit
@@ -53,14 +57,14 @@ func sqliteKit(*testing.T) backendKit {
 }
 
 // postgresKit gives each test a ledger of its own, in a schema of its own
-// (changeset_schema) of one database that t's end drops. A schema costs
-// milliseconds where a database costs a third of a second, and the ledger
-// is as isolated: its tables, meta and TxOperation tables (through the
-// search_path the schema sets) are the schema's. pgtest.DSN skips t when
-// PostgreSQL is missing, or fails it when CHANGESET_REQUIRE_POSTGRES is
-// set.
+// (changeset_schema) of one database that the whole test process shares
+// (sharedPostgres). A schema costs milliseconds where a database costs a
+// third of a second, and the ledger is as isolated: its tables, meta and
+// TxOperation tables (through the search_path the schema sets) are the
+// schema's. t is skipped when PostgreSQL is missing, or fails when
+// CHANGESET_REQUIRE_POSTGRES is set, as pgtest.DSN decides.
 func postgresKit(t *testing.T) backendKit {
-	dsn := pgtest.DSN(t)
+	dsn := sharedPostgres(t)
 	return backendKit{Name: "postgres", target: func(t *testing.T) string {
 		u, err := url.Parse(dsn)
 		if err != nil {
@@ -73,22 +77,23 @@ func postgresKit(t *testing.T) backendKit {
 	}}
 }
 
-func TestGuard(t *testing.T) {
+// onEachBackend runs fn once per ledger backend, as parallel subtests
+// named after the backends.
+func onEachBackend(t *testing.T, fn func(t *testing.T, kit backendKit)) {
 	for _, k := range kits {
 		t.Run(k.name, func(t *testing.T) {
-			kit := k.start(t)
-			exerciseApply(t, kit)
-			exerciseRuns(t, kit)
-			exerciseApproval(t, kit)
-			exerciseApprovalState(t, kit)
-			exerciseApprovalTx(t, kit)
-			exerciseTools(t, kit)
-			exerciseRaces(t, kit)
-			exerciseRunPlan(t, kit)
-			exerciseRunPlanProperty(t, kit)
-			exerciseSessionRun(t, kit)
-			exerciseSessionRunHTTP(t, kit)
-			exerciseRunPlanRegressions(t, kit)
+			t.Parallel()
+			fn(t, k.start(t))
+		})
+	}
+}
+
+// onEachBackendInTurn is onEachBackend for a test that cannot run in
+// parallel (one that calls t.Setenv): the backends take turns.
+func onEachBackendInTurn(t *testing.T, fn func(t *testing.T, kit backendKit)) {
+	for _, k := range kits {
+		t.Run(k.name, func(t *testing.T) {
+			fn(t, k.start(t))
 		})
 	}
 }
@@ -134,22 +139,117 @@ func openLedger(t *testing.T, target string, create bool) *ledger.Ledger {
 	return l
 }
 
-// runTests runs the package's tests, then stops the PostgreSQL cluster that
-// pgtest may have started. TestMain (process_test.go) calls it.
+// sharedPostgres returns the URL of the PostgreSQL database that every
+// test's postgresKit shares, creating it for the first test that asks: one
+// database per test would cost each suite test a third of a second.
+// pgtest.DSN makes it for processTB, so that runTests drops it after the
+// last test; its skip or failure repeats for every test that asks.
+func sharedPostgres(t *testing.T) string {
+	t.Helper()
+	pg.once.Do(func() {
+		defer func() {
+			if r := recover(); r != nil {
+				stop, ok := r.(processTBStop)
+				if !ok {
+					panic(r)
+				}
+				pg.stop = &stop
+			}
+		}()
+		pg.dsn = pgtest.DSN(&pg.tb)
+	})
+	switch {
+	case pg.stop == nil:
+		return pg.dsn
+	case pg.stop.skip:
+		t.Skip(pg.stop.msg)
+	default:
+		t.Fatal(pg.stop.msg)
+	}
+	return ""
+}
+
+// pg is the database sharedPostgres made, or why it could not.
+var pg struct {
+	once sync.Once
+	tb   processTB
+	dsn  string
+	stop *processTBStop
+}
+
+// processTB is the testing.TB that sharedPostgres hands pgtest.DSN, for a
+// database that must outlive every test: it keeps the cleanups for
+// runTests, and turns Fatalf and Skipf into a panic that sharedPostgres
+// recovers. It implements only what pgtest.DSN calls; any other method is
+// the nil embedded TB's and panics.
+type processTB struct {
+	testing.TB
+	mu       sync.Mutex
+	cleanups []func()
+	errs     []string
+}
+
+// processTBStop is the panic of processTB's Fatalf and Skipf.
+type processTBStop struct {
+	skip bool
+	msg  string
+}
+
+func (*processTB) Helper() {}
+
+func (p *processTB) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, f)
+}
+
+func (p *processTB) Errorf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.errs = append(p.errs, fmt.Sprintf(format, args...))
+}
+
+func (*processTB) Fatalf(format string, args ...any) {
+	panic(processTBStop{msg: fmt.Sprintf(format, args...)})
+}
+
+func (*processTB) Skipf(format string, args ...any) {
+	panic(processTBStop{skip: true, msg: fmt.Sprintf(format, args...)})
+}
+
+// finish runs p's cleanups, newest first as testing does, and reports
+// whether none of them failed (printing the failures to stderr).
+func (p *processTB) finish() bool {
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+	for _, e := range p.errs {
+		fmt.Fprintln(os.Stderr, e)
+	}
+	return len(p.errs) == 0
+}
+
+// runTests runs the package's tests, drops the shared PostgreSQL database,
+// then stops the cluster that pgtest may have started. TestMain
+// (process_test.go) calls it.
 func runTests(m *testing.M) int {
 	code := m.Run()
+	if !pg.tb.finish() && code == 0 {
+		code = 1
+	}
 	pgtest.Stop()
 	return code
 }
 
-// exerciseRaces sends requests that race for one claim at the same moment,
-// from two Guards on their own handles of one ledger, as two processes or
-// replicas would. On SQLite the database's write lock orders them; on
-// PostgreSQL the rows' locks do, so each backend must show that exactly one
-// request wins.
-func exerciseRaces(t *testing.T, kit backendKit) {
-	t.Run("Apply_RacingAppliesOfOneTokenApplyExactlyOnce", func(t *testing.T) {
-		t.Parallel()
+// The Racing cases send requests that race for one claim at the same
+// moment, from two Guards on their own handles of one ledger, as two
+// processes or replicas would. On SQLite the database's write lock orders
+// them; on PostgreSQL the rows' locks do, so each backend must show that
+// exactly one request wins.
+
+func TestApply_RacingAppliesOfOneTokenApplyExactlyOnce(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		guards := []*changeset.Guard{f.guard, f.replica(kit), f.guard, f.replica(kit)}
 		ctx := context.Background()
@@ -196,9 +296,11 @@ func exerciseRaces(t *testing.T, kit backendKit) {
 			t.Fatalf("%d applies for %d changes", n, changes)
 		}
 	})
+}
 
-	t.Run("Undo_RacingUndosOfOneTokenUndoExactlyOnce", func(t *testing.T) {
-		t.Parallel()
+func TestUndo_RacingUndosOfOneTokenUndoExactlyOnce(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		guards := []*changeset.Guard{f.guard, f.replica(kit), f.guard, f.replica(kit)}
 		ctx := context.Background()
@@ -242,13 +344,15 @@ func exerciseRaces(t *testing.T, kit backendKit) {
 			t.Fatalf("%d undos for %d changes", n, changes)
 		}
 	})
+}
 
-	// Racing undos of one run: agents on two Guards, each on its own handle
-	// of the ledger, confirm the same dry run while a person undoes the run
-	// from a dashboard. One request undoes it, once; every other one is
-	// refused while it is being undone or gets the stored report.
-	t.Run("Run_RacingUndosOfOneRunUndoItOnce", func(t *testing.T) {
-		t.Parallel()
+// Racing undos of one run: agents on two Guards, each on its own handle
+// of the ledger, confirm the same dry run while a person undoes the run
+// from a dashboard. One request undoes it, once; every other one is
+// refused while it is being undone or gets the stored report.
+func TestRun_RacingUndosOfOneRunUndoItOnce(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newRunFixtureOn(t, kit)
 		server := mcp.NewServer(&mcp.Implementation{Name: "replica", Version: "1"}, nil)
 		replica, err := changeset.New(server, changeset.Options{Ledger: kit.Reopen(t, f.guard.Ledger()), WriteMode: changeset.WriteGuarded, Clock: f.clock.Now})
@@ -345,11 +449,13 @@ func exerciseRaces(t *testing.T, kit backendKit) {
 			t.Fatalf("get_run = %v", detail)
 		}
 	})
+}
 
-	// The same answer sent at the same moment to two replicas (a client
-	// retrying on another connection, or replaying one) approves one apply.
-	t.Run("Approval_RacingAnswersWithOneStateApplyOnce", func(t *testing.T) {
-		t.Parallel()
+// The same answer sent at the same moment to two replicas (a client
+// retrying on another connection, or replaying one) approves one apply.
+func TestApproval_RacingAnswersWithOneStateApplyOnce(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		a := newApprovalFixtureOn(t, kit)
 		replica := buildApprovalFixture(t, changeset.Options{Ledger: kit.Reopen(t, a.guard.Ledger())}, nil)
 		var sessions []*mcp.ClientSession

@@ -10,9 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-func exerciseTools(t *testing.T, kit backendKit) {
-	t.Run("Tools_NamesAnnotationsAndSchemas", func(t *testing.T) {
-		t.Parallel()
+func TestTools_NamesAnnotationsAndSchemas(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit, func(o *changeset.Options) { o.Prefix = "acme_" })
 		res, err := f.session.ListTools(context.Background(), nil)
 		if err != nil {
@@ -62,9 +62,11 @@ func exerciseTools(t *testing.T, kit backendKit) {
 			}
 		}
 	})
+}
 
-	t.Run("Instructions_AppendedToServersOwn", func(t *testing.T) {
-		t.Parallel()
+func TestInstructions_AppendedToServersOwn(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		server := mcp.NewServer(&mcp.Implementation{Name: "x", Version: "1"}, &mcp.ServerOptions{Instructions: "Own words."})
 		g, err := changeset.New(server, changeset.Options{Ledger: kit.Ledger(t)})
 		if err != nil {
@@ -77,9 +79,11 @@ func exerciseTools(t *testing.T, kit backendKit) {
 			t.Fatalf("instructions = %q", got)
 		}
 	})
+}
 
-	t.Run("Register_ProgrammingErrorsPanic", func(t *testing.T) {
-		t.Parallel()
+func TestRegister_ProgrammingErrorsPanic(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		for name, fn := range map[string]func(){
 			"duplicate": func() {
