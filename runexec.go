@@ -150,9 +150,12 @@ func (e *execution) keep(s *undoplan.Step, reason string, drift []undoplan.Drift
 // ready applies the pass's rules to a reviewed step of the plan's undos,
 // with state read by observe right before its inverse, and reports
 // whether the inverse may run. A step it does not ready is kept (or
-// irreversible by now) and settled.
-func (e *execution) ready(s *undoplan.Step, observe func() (json.RawMessage, error)) bool {
-	if e.pass.Precheck(s) {
+// irreversible by now) and settled. callerChecks says that the caller
+// checks the state of a step it undoes itself, in the transaction the
+// inverse runs in (txUndo): ready then reads the state only to say what
+// moved for a step it keeps.
+func (e *execution) ready(s *undoplan.Step, observe func() (json.RawMessage, error), callerChecks bool) bool {
+	if e.pass.Precheck(s) && (s.Verdict != undoplan.Undo || !callerChecks) {
 		cur, err := observe()
 		switch {
 		case err != nil && s.Verdict == undoplan.Undo:
@@ -176,7 +179,7 @@ func (e *execution) external(s *undoplan.Step) {
 		return
 	}
 	c := s.C
-	if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeNow(e.ctx, c) }) {
+	if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeNow(e.ctx, c) }, false) {
 		return
 	}
 	_, err := e.g.undoChange(e.ctx, claim{kind: undoClaim, id: c.ID, auth: byTrusted, scope: c.ScopeHash, by: e.by}, e.undoing)
@@ -302,7 +305,7 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 			e.pass.Settle(s)
 			continue
 		}
-		if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeTx(e.ctx, tx, o, s.C.Payload) }) {
+		if !e.ready(s, func() (json.RawMessage, error) { return e.g.observeTx(e.ctx, tx, o, s.C.Payload) }, true) {
 			continue
 		}
 		reason, err := e.g.dependencyHold(e.ctx, tx, s.C, e.undoing)
@@ -312,8 +315,8 @@ func (e *execution) txSegment(steps []undoplan.Step) {
 		case reason != "":
 			e.keep(s, reason, nil)
 		default:
-			// The state was checked by ready, in this transaction; txUndo
-			// reads it again there, which finds the same.
+			// txUndo checks the state in this transaction, right before
+			// the inverse.
 			e.g.txUndo(e.ctx, tx, o, s, e.by, func(s *undoplan.Step, found json.RawMessage) bool {
 				return e.pass.Check(s, undoplan.Split(s, found), nil, undoplan.Executing)
 			})

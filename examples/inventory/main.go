@@ -31,13 +31,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"strings"
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/kv"
 	_ "github.com/mcp-changeset/changeset-go/ledger/postgres" // --ledger postgres://…
+	"github.com/mcp-changeset/changeset-go/ledger/sqlite"
 	"github.com/mcp-changeset/changeset-go/serve"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite" // the products' database
@@ -108,7 +108,7 @@ const schema = `CREATE TABLE IF NOT EXISTS products (
 // synchronous FULL, foreign keys), checks that WAL took, and creates the table if it is
 // missing.
 func openDB(ctx context.Context, path string) (*sql.DB, error) {
-	dsn, err := sqliteDSN(path)
+	dsn, err := sqlite.DSN(path) // the ledger's settings, for the app's own file
 	if err != nil {
 		return nil, err
 	}
@@ -130,20 +130,4 @@ func openDB(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("create the products table in %s: %w", path, err)
 	}
 	return db, nil
-}
-
-// sqliteDSN is the DSN of the SQLite file at path: an absolute file: URI,
-// its path escaped so that '?', '#', '%' and spaces in file names reach
-// SQLite unchanged.
-func sqliteDSN(path string) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p // a Windows drive letter: file:/C:/dir/shop.db
-	}
-	params := []string{"_txlock=immediate", "_pragma=busy_timeout(5000)", "_pragma=journal_mode(WAL)", "_pragma=synchronous(FULL)", "_pragma=foreign_keys(ON)"}
-	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + strings.Join(params, "&"), nil
 }

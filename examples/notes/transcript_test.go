@@ -42,7 +42,14 @@ func TestTranscript(t *testing.T) {
 	tr.Call("read_note", map[string]any{"name": "todo.txt"})
 
 	dry, _ := tr.Call("undo_run", map[string]any{"run_id": run})
-	tr.Call("undo_run", map[string]any{"run_id": run, "dry_run": false, "confirmation_token": dry["confirmation_token"]})
+	// The person's edit keeps every change of the run, so the dry run has
+	// nothing to undo and gives no token; an agent that confirms anyway
+	// is told that nothing was done.
+	confirm := map[string]any{"run_id": run, "dry_run": false}
+	if tok, ok := dry["confirmation_token"]; ok {
+		confirm["confirmation_token"] = tok
+	}
+	tr.Call("undo_run", confirm)
 
 	tr.Call("preview_write_note", map[string]any{"name": "../escape.txt", "content": "x"})
 	tr.Call("preview_delete_note", map[string]any{"name": "missing.txt"})

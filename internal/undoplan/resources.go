@@ -25,18 +25,6 @@ func Keys(c *ledger.Change) []string {
 	return []string{"c:" + c.ID}
 }
 
-// Names returns the resource names behind keys, in order, leaving out
-// the keys of changes that name none.
-func Names(keys []string) []string {
-	var names []string
-	for _, k := range keys {
-		if len(k) > 2 && k[:2] == "r:" {
-			names = append(names, k[2:])
-		}
-	}
-	return names
-}
-
 // Split returns a state of c (its Before, its After, or what its Observe
 // returned) per resource key: for a change that names several resources
 // the state is an object keyed by their names (a resource missing from it

@@ -285,6 +285,14 @@ func (b *Backend) firstConn(ctx context.Context, timeout time.Duration) (*sql.Co
 	}
 }
 
+// DSN is the database/sql data source name of the SQLite file at path as
+// the ledger opens it read-write (BEGIN IMMEDIATE, busy timeout
+// ledger.DefaultBusyTimeout, WAL, synchronous=FULL, foreign keys), for an
+// application that keeps its own tables in a SQLite file of its own and
+// wants the same guarantees (examples/inventory). Open it with the driver
+// name "sqlite" (modernc.org/sqlite).
+func DSN(path string) (string, error) { return buildDSN(path, false, ledger.DefaultBusyTimeout) }
+
 // buildDSN returns the modernc.org/sqlite data source name for the file at
 // path. The path becomes an absolute SQLite URI path with every byte
 // outside a safe set percent-escaped, so that '?', '#', '%' and spaces in
