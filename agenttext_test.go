@@ -334,8 +334,8 @@ func TestPreview_EmptyDiffRefusedUnlessAllowed(t *testing.T) {
 
 	changeset.Register(f.guard, &mcp.Tool{Name: "touch"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true,
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Touch " + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Touch " + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 	})

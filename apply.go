@@ -18,12 +18,20 @@ import (
 // that the observed state is still the one the preview saw, and runs the
 // operation's Apply on the stored payload.
 func (g *Guard) Apply(ctx context.Context, changeID, confirmationToken string) (*ApplyResult, error) {
-	return g.apply(ctx, nil, changeID, confirmationToken, byToken, g.agentBy(ctx, nil))
+	by, err := g.agentBy(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.apply(ctx, nil, changeID, confirmationToken, byToken, by)
 }
 
 // Undo undoes an applied change with its undo token, as undo_change does.
 func (g *Guard) Undo(ctx context.Context, changeID, undoToken string) (*UndoResult, error) {
-	return g.undo(ctx, nil, changeID, undoToken, byToken, g.agentBy(ctx, nil))
+	by, err := g.agentBy(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return g.undo(ctx, nil, changeID, undoToken, byToken, by)
 }
 
 // UndoAs undoes an applied change on behalf of a person acting through
@@ -103,7 +111,7 @@ func (g *Guard) undoChange(ctx context.Context, cl claim, undoing map[string]boo
 // change is the one place an apply or undo runs. Its claim transaction
 // reads the row under the write lock and runs every check of claimIn,
 // then hold, when not nil: a refusal of hold (a *ChangeError) leaves the
-// claim unwritten. A TxOperation is then performed inside that same
+// claim unwritten. A transactional operation is then performed inside that same
 // transaction, which commits the write and its bookkeeping together (or
 // rolls both back, and recordFailure records the failure in a second one).
 // For an ordinary operation the transaction commits the claim alone, and
@@ -180,7 +188,7 @@ func (g *Guard) change(ctx context.Context, cl claim,
 }
 
 // runner calls an operation's functions: directly for an Operation, or
-// inside a ledger transaction for a TxOperation. observe is nil when the
+// inside a ledger transaction for a transactional operation. observe is nil when the
 // operation has no Observe, undo when it has no inverse.
 type runner struct {
 	observe func(payload json.RawMessage) (json.RawMessage, error)
@@ -432,7 +440,7 @@ func (g *Guard) observe(ctx context.Context, o *op, payload json.RawMessage) (js
 	return canonicalState(o, func() (any, error) { return o.observe(ctx, payload) })
 }
 
-// observeTx calls a TxOperation's Observe inside tx.
+// observeTx calls a transactional operation's Observe inside tx.
 func (g *Guard) observeTx(ctx context.Context, tx *ledger.Tx, o *op, payload json.RawMessage) (json.RawMessage, error) {
 	return canonicalState(o, func() (any, error) { return o.tx.observe(ctx, tx.SQL(), payload) })
 }

@@ -461,8 +461,8 @@ func TestApply_BookkeepingSurvivesCancelledRequest(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		changeset.Register(f.guard, &mcp.Tool{Name: "cancelling"}, changeset.Operation[setIn, setIn, setOut]{
 			AllowEmptyDiff: true, // its diff is not what the test is about
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-				return changeset.Proposal[setIn]{Payload: in}, nil
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+				return &changeset.Proposal[setIn]{Payload: in}, nil
 			},
 			Apply: func(_ context.Context, p setIn) (setOut, error) {
 				cancel() // the client goes away while the write completes
@@ -566,10 +566,10 @@ func TestPreview_SnapshotBindsTheStateThePreviewRead(t *testing.T) {
 	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
 		changeset.Register(f.guard, &mcp.Tool{Name: "snap"}, changeset.Operation[setIn, setIn, setOut]{
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
 				seen := f.store.get(in.Key)
 				f.store.set(in.Key, "edited by a person meanwhile") // lands between this read and any later one
-				return changeset.Proposal[setIn]{Payload: in, Snapshot: &changeset.Snapshot{Value: seen},
+				return &changeset.Proposal[setIn]{Payload: in, Snapshot: &changeset.Snapshot{Value: seen},
 					Diff: changeset.DiffFields(map[string]any{in.Key: seen}, map[string]any{in.Key: in.Value})}, nil
 			},
 			Apply: func(ctx context.Context, p setIn) (setOut, error) {
@@ -591,8 +591,8 @@ func TestApply_OperationRefusalNamesTheChange(t *testing.T) {
 		f := newFixtureOn(t, kit)
 		changeset.Register(f.guard, &mcp.Tool{Name: "quota"}, changeset.Operation[setIn, setIn, setOut]{
 			AllowEmptyDiff: true, // its diff is not what the test is about
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-				return changeset.Proposal[setIn]{Payload: in}, nil
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+				return &changeset.Proposal[setIn]{Payload: in}, nil
 			},
 			Apply: func(ctx context.Context, p setIn) (setOut, error) {
 				return setOut{}, changeset.Refuse("quota exceeded")

@@ -73,12 +73,12 @@ type multiIn struct {
 // nothing.
 func registerMulti(g *changeset.Guard) {
 	changeset.Register(g, &mcp.Tool{Name: "multi"}, changeset.Operation[multiIn, multiIn, map[string]any]{
-		Preview: func(ctx context.Context, in multiIn) (changeset.Proposal[multiIn], error) {
+		Preview: func(ctx context.Context, in multiIn) (*changeset.Proposal[multiIn], error) {
 			after := map[string]any{}
 			for k, v := range in.Fields {
 				after[k] = v
 			}
-			return changeset.Proposal[multiIn]{Payload: in, Diff: changeset.DiffFields(nil, after),
+			return &changeset.Proposal[multiIn]{Payload: in, Diff: changeset.DiffFields(nil, after),
 				Summary: fmt.Sprintf("Set %d fields", len(in.Fields))}, nil
 		},
 		Apply: func(ctx context.Context, p multiIn) (map[string]any, error) { return map[string]any{}, nil },

@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// registerTxSet registers "txset", a TxOperation on a table kept in the
+// registerTxSet registers "txset", a transactional operation on a table kept in the
 // ledger's own database. Its statements use $n placeholders, which both
 // SQLite and PostgreSQL take.
 func registerTxSet(t *testing.T, g *changeset.Guard) {
@@ -18,22 +18,22 @@ func registerTxSet(t *testing.T, g *changeset.Guard) {
 		t.Fatal(err)
 	}
 	read, write := kvtRead, kvtWrite
-	changeset.RegisterTx(g, &mcp.Tool{Name: "txset"}, changeset.TxOperation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key,
+	changeset.Register(g, &mcp.Tool{Name: "txset"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key,
 				Diff: changeset.DiffFields(nil, map[string]any{in.Key: in.Value})}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
 			prev, err := read(ctx, tx, p.Key)
 			if err != nil {
 				return setOut{}, err
 			}
 			return setOut{Previous: prev}, write(ctx, tx, p.Key, p.Value)
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
 			return write(ctx, tx, p.Key, r.Previous)
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) {
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) {
 			return read(ctx, tx, p.Key)
 		},
 	})

@@ -28,7 +28,7 @@ import (
 
 // The operations benchmarked: benchOrdinary sets a key of a map (an
 // Operation with Observe and Undo), benchTx a row of a table in the
-// ledger's database (a TxOperation).
+// ledger's database (an operation with ApplyTx).
 const (
 	benchOrdinary = "bench_set"
 	benchTx       = "bench_set_tx"
@@ -109,8 +109,8 @@ func registerBenchOps(b *testing.B, g *changeset.Guard) {
 	get := func(k string) string { mu.Lock(); defer mu.Unlock(); return m[k] }
 	set := func(k, v string) string { mu.Lock(); defer mu.Unlock(); old := m[k]; m[k] = v; return old }
 	changeset.Register(g, &mcp.Tool{Name: benchOrdinary}, changeset.Operation[benchIn, benchIn, benchOut]{
-		Preview: func(ctx context.Context, in benchIn) (changeset.Proposal[benchIn], error) {
-			return changeset.Proposal[benchIn]{Payload: in, Summary: "set " + in.Key, Resource: "key:" + in.Key,
+		Preview: func(ctx context.Context, in benchIn) (*changeset.Proposal[benchIn], error) {
+			return &changeset.Proposal[benchIn]{Payload: in, Summary: "set " + in.Key, Resource: "key:" + in.Key,
 				Diff: changeset.DiffFields(map[string]any{in.Key: get(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply:   func(ctx context.Context, p benchIn) (benchOut, error) { return benchOut{set(p.Key, p.Value)}, nil },
@@ -128,11 +128,11 @@ func registerBenchOps(b *testing.B, g *changeset.Guard) {
 		}
 		return v, err
 	}
-	changeset.RegisterTx(g, &mcp.Tool{Name: benchTx}, changeset.TxOperation[benchIn, benchIn, benchOut]{
-		Preview: func(ctx context.Context, in benchIn) (changeset.Proposal[benchIn], error) {
-			return changeset.Proposal[benchIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
+	changeset.Register(g, &mcp.Tool{Name: benchTx}, changeset.Operation[benchIn, benchIn, benchOut]{
+		Preview: func(ctx context.Context, in benchIn) (*changeset.Proposal[benchIn], error) {
+			return &changeset.Proposal[benchIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p benchIn) (benchOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p benchIn) (benchOut, error) {
 			old, err := read(ctx, tx, p.Key)
 			if err == nil {
 				_, err = tx.ExecContext(ctx, `INSERT INTO bench_kv (key, value) VALUES (?, ?)
@@ -140,11 +140,11 @@ func registerBenchOps(b *testing.B, g *changeset.Guard) {
 			}
 			return benchOut{old}, err
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p benchIn, r benchOut) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p benchIn, r benchOut) error {
 			_, err := tx.ExecContext(ctx, `UPDATE bench_kv SET value = ? WHERE key = ?`, r.Previous, p.Key)
 			return err
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p benchIn) (any, error) { return read(ctx, tx, p.Key) },
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p benchIn) (any, error) { return read(ctx, tx, p.Key) },
 	})
 }
 

@@ -174,7 +174,7 @@ func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.D
 	}
 	s, err := g.opts.ScopeFunc(ctx, req)
 	if err != nil {
-		return "", &ChangeError{Msg: voice.ScopeUnknown(), Err: err}
+		return "", &ChangeError{Kind: ErrRefused, Msg: voice.ScopeUnknown(), Err: err}
 	}
 	return scopeHash(s), nil
 }
@@ -184,16 +184,21 @@ func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.D
 const agentActor = "agent"
 
 // agentBy names the agent behind req for the ledger: "agent:<principal>"
-// (see Options.Principal), or "agent" when there is none.
-func (g *Guard) agentBy(ctx context.Context, req *mcp.CallToolRequest) string {
+// (see Options.Principal), or "agent" when there is none. A Principal
+// function that fails refuses the call (ErrRefused), so that no step is
+// recorded under the wrong name.
+func (g *Guard) agentBy(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
 	if req == nil && g.opts.Principal == nil {
-		return agentActor
+		return agentActor, nil
 	}
 	p, err := g.principalOf(ctx, req)
-	if err != nil || p == "" {
-		return agentActor
+	switch {
+	case err != nil:
+		return "", err
+	case p == "":
+		return agentActor, nil
 	}
-	return agentActor + ":" + strings.ToValidUTF8(cut(p, 200), "")
+	return agentActor + ":" + strings.ToValidUTF8(cut(p, 200), ""), nil
 }
 
 // Person names a person acting through trusted code (a dashboard, a

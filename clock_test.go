@@ -200,8 +200,8 @@ func testGuardsKeepTheirClocks(t *testing.T, kit backendKit) {
 func registerSecretOp(g *changeset.Guard) {
 	stored := map[string]string{}
 	changeset.Register(g, &mcp.Tool{Name: "secret"}, changeset.Operation[credIn, credIn, setOut]{
-		Preview: func(ctx context.Context, in credIn) (changeset.Proposal[credIn], error) {
-			return changeset.Proposal[credIn]{Payload: in, Resource: "user:" + in.User,
+		Preview: func(ctx context.Context, in credIn) (*changeset.Proposal[credIn], error) {
+			return &changeset.Proposal[credIn]{Payload: in, Resource: "user:" + in.User,
 				Diff: []changeset.DiffEntry{{Field: "password", Before: stored[in.User], After: in.Password}}}, nil
 		},
 		Apply: func(ctx context.Context, p credIn) (setOut, error) {

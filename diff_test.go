@@ -114,12 +114,12 @@ func TestDiffFields_SetsKinds(t *testing.T) {
 	}
 }
 
-// TestNewOperation_InfersTypesAndReturnsRefusalsWithoutZeroProposals
-// drives an operation built with NewOperation through the MCP tools: a
+// TestOperation_RefusalsAreNilProposalsAndANilProposalIsABug
+// drives an operation through the MCP tools: a
 // refusal returned as (nil, err), a Preview that forgot to return a
 // proposal, and a full preview, apply and undo whose stored diff carries
 // kinds, whatever the Preview's entries said.
-func TestNewOperation_InfersTypesAndReturnsRefusalsWithoutZeroProposals(t *testing.T) {
+func TestOperation_RefusalsAreNilProposalsAndANilProposalIsABug(t *testing.T) {
 	f := newFixture(t)
 	store := map[string]contact{"ann": {Name: "Ann", Age: 40}}
 	type renameIn struct {
@@ -131,8 +131,8 @@ func TestNewOperation_InfersTypesAndReturnsRefusalsWithoutZeroProposals(t *testi
 		BeforeJSON contact `json:"before"`
 		AfterJSON  contact `json:"after"`
 	}
-	op := changeset.NewOperation(
-		func(ctx context.Context, in renameIn) (*changeset.Proposal[renamePayload], error) {
+	op := changeset.Operation[renameIn, renamePayload, contact]{
+		Preview: func(ctx context.Context, in renameIn) (*changeset.Proposal[renamePayload], error) {
 			cur, ok := store[in.ID]
 			switch {
 			case !ok:
@@ -151,15 +151,17 @@ func TestNewOperation_InfersTypesAndReturnsRefusalsWithoutZeroProposals(t *testi
 				Diff:    diff, Summary: "Rename " + in.ID,
 			}, nil
 		},
-		func(ctx context.Context, p renamePayload) (contact, error) {
+		Apply: func(ctx context.Context, p renamePayload) (contact, error) {
 			old := store[p.ID]
 			store[p.ID] = p.AfterJSON
 			return old, nil
 		},
-	).WithUndo(func(ctx context.Context, p renamePayload, old contact) error {
-		store[p.ID] = old
-		return nil
-	}).WithObserve(func(ctx context.Context, p renamePayload) (any, error) { return store[p.ID], nil })
+		Undo: func(ctx context.Context, p renamePayload, old contact) error {
+			store[p.ID] = old
+			return nil
+		},
+		Observe: func(ctx context.Context, p renamePayload) (any, error) { return store[p.ID], nil },
+	}
 	changeset.Register(f.guard, &mcp.Tool{Name: "rename_contact"}, op)
 	cs := f.session
 
@@ -201,16 +203,16 @@ func TestProposal_DiffKindsAreInferredAndChecked(t *testing.T) {
 	type handIn struct {
 		Kind string `json:"kind"`
 	}
-	changeset.Register(f.guard, &mcp.Tool{Name: "hand"}, changeset.NewOperation(
-		func(ctx context.Context, in handIn) (*changeset.Proposal[handIn], error) {
+	changeset.Register(f.guard, &mcp.Tool{Name: "hand"}, changeset.Operation[handIn, handIn, string]{
+		Preview: func(ctx context.Context, in handIn) (*changeset.Proposal[handIn], error) {
 			return &changeset.Proposal[handIn]{Payload: in, Summary: "hand", Diff: []changeset.DiffEntry{
 				{Field: "new", After: 1},
 				{Field: "gone", Before: 1},
 				{Field: "same", Before: 1, After: 2, Kind: changeset.DiffKind(in.Kind)},
 			}}, nil
 		},
-		func(ctx context.Context, p handIn) (string, error) { return "", nil },
-	))
+		Apply: func(ctx context.Context, p handIn) (string, error) { return "", nil },
+	})
 	cs := f.session
 	p := mustCall(t, cs, "preview_hand", map[string]any{"kind": ""})
 	var kinds []string

@@ -17,12 +17,12 @@
 //	if err != nil { ... }
 //	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."},
 //		changeset.Operation[Setting, Setting, Previous]{
-//			Preview: func(ctx context.Context, in Setting) (changeset.Proposal[Setting], error) {
+//			Preview: func(ctx context.Context, in Setting) (*changeset.Proposal[Setting], error) {
 //				old, ok := settings[in.Key]
 //				if !ok {
-//					return changeset.Proposal[Setting]{}, changeset.Refuse("unknown setting %q", in.Key)
+//					return nil, changeset.Refuse("unknown setting %q", in.Key)
 //				}
-//				return changeset.Proposal[Setting]{
+//				return &changeset.Proposal[Setting]{
 //					Payload: in,
 //					Diff:    changeset.DiffFields(map[string]any{in.Key: old}, map[string]any{in.Key: in.Value}),
 //				}, nil
@@ -32,11 +32,10 @@
 //			Observe: func(ctx context.Context, p Setting) (any, error) { return settings[p.Key], nil },
 //		})
 //
-// [NewOperation] infers the type arguments from the functions; operations
-// whose data lives in the ledger's own database are a [TxOperation],
-// registered with [RegisterTx], and applied exactly once. The adapters in
-// packages kv and sqltable write the operations for keyed values and table
-// rows.
+// An operation whose data lives in the ledger's own database sets ApplyTx,
+// UndoTx and ObserveTx instead, runs them inside the ledger's transaction
+// and is applied exactly once (see [Operation]). The adapters in packages
+// kv and sqltable write the operations for keyed values and table rows.
 //
 // Writes stay off until the operator sets MCP_CHANGESET_WRITE_MODE=guarded
 // (or [Options].WriteMode); previews always work.

@@ -83,7 +83,8 @@ var (
 	// ErrRefused: the operation refused its input or proposal (every
 	// error made by [Refuse] is of this kind), the library refused an
 	// argument it cannot use (a malformed input, a run label, a page
-	// limit), or the user did not approve.
+	// limit), the server's PrincipalFunc or ScopeFunc could not identify
+	// the caller, or the user did not approve.
 	ErrRefused = errors.New("changeset: refused")
 	// ErrNoChange: the preview's diff is empty, so the change would change
 	// nothing; nothing was stored (see Operation.AllowEmptyDiff).

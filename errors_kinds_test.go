@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestRefuse_MatchesErrRefused: an operation's refusal is of the kind its
@@ -37,6 +38,38 @@ func TestErrors_LibraryArgumentRefusalsCarryAKind(t *testing.T) {
 	}
 	if _, err := f.guard.Runs(ctx, "no-such-status", 10); err == nil || !errors.Is(err, changeset.ErrRefused) {
 		t.Errorf("Runs(an unknown status) = %v, want an ErrRefused", err)
+	}
+}
+
+// TestErrors_AnUnidentifiedCallerIsRefusedWithAKind: when the server's
+// ScopeFunc or PrincipalFunc fails, the agent's call is refused in the
+// library's words (the function's error is never shown) and trusted code
+// sees an ErrRefused wrapping the function's error.
+func TestErrors_AnUnidentifiedCallerIsRefusedWithAKind(t *testing.T) {
+	cause := errors.New("directory lookup of alice@example.com failed")
+	for name, c := range map[string]struct {
+		edit func(*changeset.Options)
+		want string
+	}{
+		"scope": {func(o *changeset.Options) {
+			o.ScopeFunc = func(context.Context, *mcp.CallToolRequest) (string, error) { return "", cause }
+		}, "scope could not be determined"},
+		"principal": {func(o *changeset.Options) {
+			o.Principal = func(context.Context, *mcp.CallToolRequest) (string, error) { return "", cause }
+		}, "caller could not be identified"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			seen := &outcomes{}
+			f := newFixture(t, c.edit, func(o *changeset.Options) { o.Observer = seen })
+			text := mustFail(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "dark"}, c.want)
+			if strings.Contains(text, "alice") {
+				t.Errorf("the refusal shows the function's error: %q", text)
+			}
+			out := seen.last()
+			if !errors.Is(out.Err, changeset.ErrRefused) || !errors.Is(out.Err, cause) {
+				t.Errorf("Outcome.Err = %v, want an ErrRefused wrapping the function's error", out.Err)
+			}
+		})
 	}
 }
 

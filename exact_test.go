@@ -75,8 +75,8 @@ func newExactFixture(t *testing.T) *exactFixture {
 	}
 	changeset.Register(g, &mcp.Tool{Name: "exact"}, changeset.Operation[exactPayload, exactPayload, struct{}]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in exactPayload) (changeset.Proposal[exactPayload], error) {
-			return changeset.Proposal[exactPayload]{Payload: in, Summary: "exact", Resource: "record"}, nil
+		Preview: func(ctx context.Context, in exactPayload) (*changeset.Proposal[exactPayload], error) {
+			return &changeset.Proposal[exactPayload]{Payload: in, Summary: "exact", Resource: "record"}, nil
 		},
 		Apply: apply,
 		Observe: func(ctx context.Context, p exactPayload) (any, error) {
@@ -86,9 +86,9 @@ func newExactFixture(t *testing.T) *exactFixture {
 		},
 	})
 	changeset.Register(g, &mcp.Tool{Name: "lookup"}, changeset.Operation[lookupIn, exactPayload, struct{}]{
-		Preview: func(ctx context.Context, in lookupIn) (changeset.Proposal[exactPayload], error) {
+		Preview: func(ctx context.Context, in lookupIn) (*changeset.Proposal[exactPayload], error) {
 			p := exactPayload{ID: exactID, Count: exactCount, Min: math.MinInt64, Big: mustBig(exactBig)}
-			return changeset.Proposal[exactPayload]{Payload: p, Summary: "lookup " + in.Name,
+			return &changeset.Proposal[exactPayload]{Payload: p, Summary: "lookup " + in.Name,
 				Diff: changeset.DiffFields(map[string]any{"id": nil}, map[string]any{"id": p.ID})}, nil
 		},
 		Apply: apply,

@@ -42,12 +42,12 @@ func Example() {
 
 	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."},
 		changeset.Operation[Setting, Setting, Previous]{
-			Preview: func(ctx context.Context, in Setting) (changeset.Proposal[Setting], error) {
+			Preview: func(ctx context.Context, in Setting) (*changeset.Proposal[Setting], error) {
 				old, ok := settings[in.Key]
 				if !ok {
-					return changeset.Proposal[Setting]{}, changeset.Refuse("unknown setting %q", in.Key)
+					return nil, changeset.Refuse("unknown setting %q", in.Key)
 				}
-				return changeset.Proposal[Setting]{
+				return &changeset.Proposal[Setting]{
 					Payload: in,
 					Diff:    changeset.DiffFields(map[string]any{in.Key: old}, map[string]any{in.Key: in.Value}),
 					Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),

@@ -82,8 +82,8 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 	file := func(key string) string { return filepath.Join(dir, "state-"+key) }
 	changeset.Register(g, &mcp.Tool{Name: "fault_set"}, changeset.Operation[faultIn, faultIn, fileState]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in faultIn) (changeset.Proposal[faultIn], error) {
-			return changeset.Proposal[faultIn]{Payload: in, Resource: "file:" + in.Key}, nil
+		Preview: func(ctx context.Context, in faultIn) (*changeset.Proposal[faultIn], error) {
+			return &changeset.Proposal[faultIn]{Payload: in, Resource: "file:" + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p faultIn) (fileState, error) {
 			if err := appendLine(marker, "A "+p.Key); err != nil {
@@ -116,12 +116,12 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 		}
 		return v, nil
 	}
-	changeset.RegisterTx(g, &mcp.Tool{Name: "fault_tx"}, changeset.TxOperation[faultIn, faultIn, faultIn]{
+	changeset.Register(g, &mcp.Tool{Name: "fault_tx"}, changeset.Operation[faultIn, faultIn, faultIn]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in faultIn) (changeset.Proposal[faultIn], error) {
-			return changeset.Proposal[faultIn]{Payload: in, Resource: "row:" + in.Key}, nil
+		Preview: func(ctx context.Context, in faultIn) (*changeset.Proposal[faultIn], error) {
+			return &changeset.Proposal[faultIn]{Payload: in, Resource: "row:" + in.Key}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p faultIn) (faultIn, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p faultIn) (faultIn, error) {
 			old, err := value(ctx, tx, p.Key)
 			if err != nil {
 				return faultIn{}, err
@@ -131,12 +131,12 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 				ON CONFLICT (key) DO UPDATE SET value = excluded.value, applies = applies + 1`, p.Key, p.Value)
 			return faultIn{Key: p.Key, Value: old}, err
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p faultIn, old faultIn) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p faultIn, old faultIn) error {
 			jitter()
 			_, err := tx.ExecContext(ctx, `UPDATE fault_kv SET value = ?, undos = undos + 1 WHERE key = ?`, old.Value, p.Key)
 			return err
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p faultIn) (any, error) { return value(ctx, tx, p.Key) },
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p faultIn) (any, error) { return value(ctx, tx, p.Key) },
 	})
 	return nil
 }

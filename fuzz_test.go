@@ -65,8 +65,8 @@ func FuzzPreviewInput(f *testing.F) {
 	}
 	f.Cleanup(func() { g.Close() })
 	changeset.Register(g, &mcp.Tool{Name: "fuzz"}, changeset.Operation[fuzzIn, fuzzIn, struct{}]{
-		Preview: func(ctx context.Context, in fuzzIn) (changeset.Proposal[fuzzIn], error) {
-			return changeset.Proposal[fuzzIn]{Payload: in, Summary: in.Name, Resource: in.Inner.Note}, nil
+		Preview: func(ctx context.Context, in fuzzIn) (*changeset.Proposal[fuzzIn], error) {
+			return &changeset.Proposal[fuzzIn]{Payload: in, Summary: in.Name, Resource: in.Inner.Note}, nil
 		},
 		Apply: func(ctx context.Context, p fuzzIn) (struct{}, error) { return struct{}{}, nil },
 	})

@@ -111,11 +111,11 @@ func buildFixture(t *testing.T, base changeset.Options, edit []func(*changeset.O
 //   - noundo: sets a key and has no inverse;
 //   - boom: its apply panics.
 func registerTestOps(g *changeset.Guard, s *kv) {
-	preview := func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
+	preview := func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
 		if in.Key == "" {
-			return changeset.Proposal[setIn]{}, changeset.Refuse("key is required")
+			return nil, changeset.Refuse("key is required")
 		}
-		return changeset.Proposal[setIn]{
+		return &changeset.Proposal[setIn]{
 			Payload:  in,
 			Diff:     changeset.DiffFields(map[string]any{in.Key: s.get(in.Key)}, map[string]any{in.Key: in.Value}),
 			Summary:  "Set " + in.Key,

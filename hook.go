@@ -194,7 +194,7 @@ func (k claimKind) step() Step {
 
 // changeOutcome is the Outcome of Guard.change for change id: seen is the
 // row as claimed (nil when the claim was refused before it), txFailure the
-// failure of a TxOperation whose transaction rolled back, err what change
+// failure of a transactional operation whose transaction rolled back, err what change
 // returns.
 func changeOutcome(k claimKind, id string, seen *ledger.Change, txFailure, err error) Outcome {
 	out := Outcome{ChangeID: id, Err: err, Failure: failureKind(err)}

@@ -76,15 +76,15 @@ func TestPreview_FailureIsLoggedUnderTheReferenceTheAgentSees(t *testing.T) {
 	var logs logBuffer
 	f := newFixture(t, withLog(&logs))
 	changeset.Register(f.guard, &mcp.Tool{Name: "broken"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{}, pathErr()
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return nil, pathErr()
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 	})
 	changeset.Register(f.guard, &mcp.Tool{Name: "blind"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
 		Apply:   func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 		Observe: func(ctx context.Context, p setIn) (any, error) { return nil, pathErr() },
@@ -196,8 +196,8 @@ func TestUndoRun_UnreadableStateIsLoggedUnderTheReference(t *testing.T) {
 	var broken atomic.Bool
 	changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "flaky:" + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "flaky:" + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
 			return setOut{Previous: f.store.set(p.Key, p.Value)}, nil

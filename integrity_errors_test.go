@@ -30,8 +30,8 @@ type blockGate struct {
 func registerBlock(g *changeset.Guard) *blockGate {
 	gt := &blockGate{started: make(chan struct{}, 1), release: make(chan struct{})}
 	changeset.Register(g, &mcp.Tool{Name: "block"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Block on " + in.Key,
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Block on " + in.Key,
 				Diff: changeset.DiffFields(nil, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
@@ -44,19 +44,19 @@ func registerBlock(g *changeset.Guard) *blockGate {
 	return gt
 }
 
-// registerTxFail registers "txfail", a TxOperation whose Apply writes a
+// registerTxFail registers "txfail", a transactional operation whose Apply writes a
 // row of integrity_tx inside the ledger's transaction and then fails.
 func registerTxFail(t *testing.T, g *changeset.Guard) {
 	t.Helper()
 	if _, err := g.Ledger().DB().Exec(`CREATE TABLE integrity_tx (k TEXT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	changeset.RegisterTx(g, &mcp.Tool{Name: "txfail"}, changeset.TxOperation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Write " + in.Key,
+	changeset.Register(g, &mcp.Tool{Name: "txfail"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Write " + in.Key,
 				Diff: changeset.DiffFields(nil, map[string]any{in.Key: in.Value})}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO integrity_tx (k) VALUES (?)`, p.Key); err != nil {
 				return setOut{}, err
 			}

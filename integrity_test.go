@@ -344,7 +344,7 @@ type badTextIn struct {
 // not UTF-8 in the part its input names ("none" for a valid proposal).
 func registerBadText(g *changeset.Guard) {
 	changeset.Register(g, &mcp.Tool{Name: "badtext"}, changeset.Operation[badTextIn, map[string]string, struct{}]{
-		Preview: func(ctx context.Context, in badTextIn) (changeset.Proposal[map[string]string], error) {
+		Preview: func(ctx context.Context, in badTextIn) (*changeset.Proposal[map[string]string], error) {
 			const bad = "caf\xe9" // Latin-1, not UTF-8
 			p := changeset.Proposal[map[string]string]{
 				Payload:   map[string]string{"name": "cafe"},
@@ -370,7 +370,7 @@ func registerBadText(g *changeset.Guard) {
 			case "diff field":
 				p.Diff = changeset.DiffFields(nil, map[string]any{bad: "cafe"})
 			}
-			return p, nil
+			return &p, nil
 		},
 		Apply: func(ctx context.Context, p map[string]string) (struct{}, error) { return struct{}{}, nil },
 	})

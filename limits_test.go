@@ -36,8 +36,8 @@ func sizedDiff(v string) []changeset.DiffEntry {
 // each set by its input, so that a test controls the proposal's size.
 func registerSized(g *changeset.Guard) {
 	changeset.Register(g, &mcp.Tool{Name: "sized"}, changeset.Operation[sizedIn, string, struct{}]{
-		Preview: func(ctx context.Context, in sizedIn) (changeset.Proposal[string], error) {
-			return changeset.Proposal[string]{Payload: in.Payload, Diff: sizedDiff(in.Diff), Summary: in.Summary}, nil
+		Preview: func(ctx context.Context, in sizedIn) (*changeset.Proposal[string], error) {
+			return &changeset.Proposal[string]{Payload: in.Payload, Diff: sizedDiff(in.Diff), Summary: in.Summary}, nil
 		},
 		Apply: func(ctx context.Context, p string) (struct{}, error) { return struct{}{}, nil },
 	})

@@ -76,8 +76,8 @@ func newCanonFixture(t *testing.T, forms ...any) *canonFixture {
 	f.guard = g
 	changeset.Register(g, &mcp.Tool{Name: "retitle"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "retitle", Resource: "ticket:" + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "retitle", Resource: "ticket:" + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
 			f.mu.Lock()

@@ -80,7 +80,8 @@ type Options struct {
 	// When nil, the Guard takes the bearer token's user
 	// (req.Extra.TokenInfo.UserID) over HTTP, else the client's name from
 	// its initialize request. Where requests carry no session (stateless
-	// HTTP) the principal keys the caller's session run.
+	// HTTP) the principal keys the caller's session run. An error from it
+	// refuses the call ([ErrRefused]) without showing the error to the agent.
 	Principal PrincipalFunc
 
 	// NoSessionRuns turns session runs off: a preview without run_id then

@@ -78,11 +78,15 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		stateHash = hashOf(state)
 	}
 
+	by, err := g.agentBy(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	now := g.now()
 	c := &ledger.Change{
 		ID:            newID(changeIDPrefix),
 		Action:        o.name,
-		PreviewedBy:   g.agentBy(ctx, req),
+		PreviewedBy:   by,
 		Status:        ledger.Pending,
 		ScopeHash:     scope,
 		RunID:         runID,

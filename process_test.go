@@ -53,8 +53,8 @@ type markerIn struct {
 }
 
 func registerProcessOps(g *changeset.Guard) {
-	preview := func(ctx context.Context, in markerIn) (changeset.Proposal[markerIn], error) {
-		return changeset.Proposal[markerIn]{Payload: in, Summary: "append " + in.Tag}, nil
+	preview := func(ctx context.Context, in markerIn) (*changeset.Proposal[markerIn], error) {
+		return &changeset.Proposal[markerIn]{Payload: in, Summary: "append " + in.Tag}, nil
 	}
 	changeset.Register(g, &mcp.Tool{Name: "append"}, changeset.Operation[markerIn, markerIn, struct{}]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
@@ -100,8 +100,8 @@ func readFileState(path string) fileState {
 func registerFileOp(g *changeset.Guard) {
 	changeset.Register(g, &mcp.Tool{Name: "putfile"}, changeset.Operation[fileIn, fileIn, fileState]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in fileIn) (changeset.Proposal[fileIn], error) {
-			return changeset.Proposal[fileIn]{Payload: in, Resource: "file:" + in.Path}, nil
+		Preview: func(ctx context.Context, in fileIn) (*changeset.Proposal[fileIn], error) {
+			return &changeset.Proposal[fileIn]{Payload: in, Resource: "file:" + in.Path}, nil
 		},
 		Apply: func(ctx context.Context, p fileIn) (fileState, error) {
 			prev := readFileState(p.Path)

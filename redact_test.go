@@ -19,8 +19,8 @@ func TestRedact_MarkedFieldsAreReplacedOnceTerminal(t *testing.T) {
 	f := newFixture(t)
 	stored := map[string]string{}
 	changeset.Register(f.guard, &mcp.Tool{Name: "set_password"}, changeset.Operation[credIn, credIn, setOut]{
-		Preview: func(ctx context.Context, in credIn) (changeset.Proposal[credIn], error) {
-			return changeset.Proposal[credIn]{Payload: in,
+		Preview: func(ctx context.Context, in credIn) (*changeset.Proposal[credIn], error) {
+			return &changeset.Proposal[credIn]{Payload: in,
 				Diff: []changeset.DiffEntry{{Field: "password", Before: stored[in.User], After: in.Password}, {Field: "user", After: in.User}}}, nil
 		},
 		Apply: func(ctx context.Context, p credIn) (setOut, error) {

@@ -76,7 +76,9 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: now, UpdatedAt: now}
 	by := "" // trusted code starting a run is nobody the ledger can name
 	if req != nil {
-		by = g.agentBy(ctx, req)
+		if by, err = g.agentBy(ctx, req); err != nil {
+			return nil, err
+		}
 	}
 	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRunBy(r, by) }); err != nil {
 		return nil, err

@@ -371,7 +371,7 @@ func registerRowOps(g *changeset.Guard, rows rowStore) {
 		}
 		return st
 	}
-	proposal := func(in manyIn) changeset.Proposal[manyIn] {
+	proposal := func(in manyIn) *changeset.Proposal[manyIn] {
 		keys := slices.Sorted(maps.Keys(in.Values))
 		before, after := map[string]any{}, map[string]any{}
 		var res []string
@@ -382,7 +382,7 @@ func registerRowOps(g *changeset.Guard, rows rowStore) {
 				before[k] = map[string]any{"value": r["value"]}
 			}
 		}
-		return changeset.Proposal[manyIn]{Payload: in, Summary: "Set rows " + strings.Join(keys, ", "), Resources: res,
+		return &changeset.Proposal[manyIn]{Payload: in, Summary: "Set rows " + strings.Join(keys, ", "), Resources: res,
 			Diff: changeset.DiffFields(before, after)}
 	}
 	apply := func(ctx context.Context, p manyIn) (manyOut, error) {
@@ -399,14 +399,14 @@ func registerRowOps(g *changeset.Guard, rows rowStore) {
 		return nil
 	}
 	changeset.Register(g, &mcp.Tool{Name: "set_many"}, changeset.Operation[manyIn, manyIn, manyOut]{
-		Preview: func(ctx context.Context, in manyIn) (changeset.Proposal[manyIn], error) { return proposal(in), nil },
+		Preview: func(ctx context.Context, in manyIn) (*changeset.Proposal[manyIn], error) { return proposal(in), nil },
 		Apply:   apply,
 		Undo:    undo,
 		Observe: func(ctx context.Context, p manyIn) (any, error) { return states(p), nil },
 	})
 	changeset.Register(g, &mcp.Tool{Name: "set_row"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set row " + in.Key, Resource: "row:" + in.Key,
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set row " + in.Key, Resource: "row:" + in.Key,
 				Diff: changeset.DiffFields(map[string]any{"value": rows.state(in.Key)}, map[string]any{"value": in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
@@ -423,9 +423,9 @@ func registerRowOps(g *changeset.Guard, rows rowStore) {
 	}
 	for name, edit := range bad {
 		changeset.Register(g, &mcp.Tool{Name: name}, changeset.Operation[manyIn, manyIn, manyOut]{
-			Preview: func(ctx context.Context, in manyIn) (changeset.Proposal[manyIn], error) {
+			Preview: func(ctx context.Context, in manyIn) (*changeset.Proposal[manyIn], error) {
 				p := proposal(in)
-				edit(&p)
+				edit(p)
 				return p, nil
 			},
 			Apply: apply,

@@ -274,7 +274,7 @@ func (e *execution) closeNoNetGroups(steps []undoplan.Step) {
 	}
 }
 
-// txSegment carries out consecutive steps of TxOperations in one
+// txSegment carries out consecutive steps of transactional operations in one
 // transaction, each checked against the state the transaction has reached.
 func (e *execution) txSegment(steps []undoplan.Step) {
 	tx, err := e.g.ledger.Begin(e.ctx)

@@ -207,8 +207,8 @@ func (w *watch) count() int {
 // Resource "watched:<key>", whose Observe reports every read to w.
 func registerWatchedSet(g *changeset.Guard, s *kv, w *watch) {
 	changeset.Register(g, &mcp.Tool{Name: "watched_set"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key + " to " + in.Value, Resource: "watched:" + in.Key,
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key + " to " + in.Value, Resource: "watched:" + in.Key,
 				Diff: changeset.DiffFields(map[string]any{in.Key: s.get(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
@@ -392,11 +392,11 @@ func TestRunFail_RunWhoseReportCannotBeStoredIsReleased(t *testing.T) {
 
 // registerGarbled registers "garbled": set of the test store whose Undo
 // fails with err (Resource "garbled:<key>", no Observe), and
-// "garbled_tx", a TxOperation that writes nothing and whose Undo fails
+// "garbled_tx", a transactional operation that writes nothing and whose Undo fails
 // with err.
 func registerGarbled(g *changeset.Guard, s *kv, err error) {
-	preview := func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-		return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "garbled:" + in.Key}, nil
+	preview := func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+		return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "garbled:" + in.Key}, nil
 	}
 	changeset.Register(g, &mcp.Tool{Name: "garbled"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
@@ -406,11 +406,11 @@ func registerGarbled(g *changeset.Guard, s *kv, err error) {
 		},
 		Undo: func(ctx context.Context, p setIn, r setOut) error { return err },
 	})
-	changeset.RegisterTx(g, &mcp.Tool{Name: "garbled_tx"}, changeset.TxOperation[setIn, setIn, setOut]{
+	changeset.Register(g, &mcp.Tool{Name: "garbled_tx"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
 		Preview:        preview,
-		Apply:          func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) { return setOut{}, nil },
-		Undo:           func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error { return err },
+		ApplyTx:        func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) { return setOut{}, nil },
+		UndoTx:         func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error { return err },
 	})
 }
 
@@ -436,7 +436,7 @@ const invalidUTF8 = "the remote said \xff\xfe\x00 and hung up"
 //     and against errors.go, agentText's last line, return typeName(err):
 //     with err.Error() instead the report cannot be stored and the test
 //     fails.
-//   - "error_tx": the same from a TxOperation's Undo, recorded by
+//   - "error_tx": the same from a transactional operation's Undo, recorded by
 //     recordRunFailure (which stores the report's reason, built from
 //     agentText, not the full text).
 //   - "refusal" and "refusal_tx": the Undo returns changeset.Refuse, whose
@@ -494,35 +494,35 @@ func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 	}
 }
 
-// registerTxHalf registers "txhalf", a TxOperation on the kvt table of
+// registerTxHalf registers "txhalf", a transactional operation on the kvt table of
 // registerTxSet (which must run first) whose Undo writes "half-undone"
 // and then fails.
 func registerTxHalf(g *changeset.Guard) {
 	read, write := kvtRead, kvtWrite
-	changeset.RegisterTx(g, &mcp.Tool{Name: "txhalf"}, changeset.TxOperation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "kvt:" + in.Key,
+	changeset.Register(g, &mcp.Tool{Name: "txhalf"}, changeset.Operation[setIn, setIn, setOut]{
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "kvt:" + in.Key,
 				Diff: changeset.DiffFields(nil, map[string]any{in.Key: in.Value})}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
 			prev, err := read(ctx, tx, p.Key)
 			if err != nil {
 				return setOut{}, err
 			}
 			return setOut{Previous: prev}, write(ctx, tx, p.Key, p.Value)
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
 			if err := write(ctx, tx, p.Key, "half-undone"); err != nil {
 				return err
 			}
 			return errors.New("the second half of the undo failed")
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return read(ctx, tx, p.Key) },
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return read(ctx, tx, p.Key) },
 	})
 }
 
 // TestRunFail_TransactionalUndoThatWritesThenFailsRollsBackToItsSavepoint
-// proves that a TxOperation's undo that writes and then fails inside a
+// proves that a transactional operation's undo that writes and then fails inside a
 // run's transaction rolls back to its own savepoint: its write is gone
 // while the other transactional undo of the same transaction is kept;
 // the change is recorded as failed (undo_failed, failure error, nothing
@@ -608,8 +608,8 @@ type blind struct {
 // Resource "blind:<key>", whose Observe fails right after an Apply.
 func registerBlindSet(g *changeset.Guard, s *kv, b *blind) {
 	changeset.Register(g, &mcp.Tool{Name: "blind_set"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "blind:" + in.Key,
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "blind:" + in.Key,
 				Diff: changeset.DiffFields(map[string]any{in.Key: s.get(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {

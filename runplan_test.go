@@ -59,8 +59,8 @@ type objIn struct {
 //     of a run's undo).
 func registerPlanOps(g *changeset.Guard, kv *kv, objs *objects, hook *func()) {
 	changeset.Register(g, &mcp.Tool{Name: "set_plain"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key + " to " + in.Value,
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key + " to " + in.Value,
 				Diff: changeset.DiffFields(map[string]any{in.Key: kv.get(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
@@ -78,15 +78,15 @@ func registerPlanOps(g *changeset.Guard, kv *kv, objs *objects, hook *func()) {
 	})
 	changeset.Register(g, &mcp.Tool{Name: "create_obj"}, changeset.Operation[objIn, objIn, struct{}]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in objIn) (changeset.Proposal[objIn], error) {
+		Preview: func(ctx context.Context, in objIn) (*changeset.Proposal[objIn], error) {
 			if _, ok := objs.get(in.Name); ok {
-				return changeset.Proposal[objIn]{}, changeset.Refuse("%s exists", in.Name)
+				return nil, changeset.Refuse("%s exists", in.Name)
 			}
 			p := changeset.Proposal[objIn]{Payload: in, Summary: "Create " + in.Name, Resource: in.Name}
 			if in.Uses != "" {
 				p.DependsOn = []string{in.Uses}
 			}
-			return p, nil
+			return &p, nil
 		},
 		Apply: func(ctx context.Context, p objIn) (struct{}, error) {
 			objs.put(p.Name, map[string]any{"name": p.Name, "uses": p.Uses, "title": p.Title})
@@ -319,8 +319,8 @@ func TestRunPlan_ApplyInFlightNeverLeavesTheRunUndoing(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
 		changeset.Register(f.guard, &mcp.Tool{Name: "slow"}, changeset.Operation[setIn, setIn, setOut]{
 			AllowEmptyDiff: true, // its diff is not what the test is about
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-				return changeset.Proposal[setIn]{Payload: in, Summary: "slow", Resource: "slow:" + in.Key}, nil
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+				return &changeset.Proposal[setIn]{Payload: in, Summary: "slow", Resource: "slow:" + in.Key}, nil
 			},
 			Apply: func(ctx context.Context, p setIn) (setOut, error) {
 				close(started)
@@ -465,8 +465,8 @@ func TestRunPlan_DependenciesAreBoundedAtPreview(t *testing.T) {
 			many = append(many, fmt.Sprintf("rule:%d", i))
 		}
 		changeset.Register(f.guard, &mcp.Tool{Name: "many_deps"}, changeset.Operation[setIn, setIn, setOut]{
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-				return changeset.Proposal[setIn]{Payload: in, Summary: "x", DependsOn: many}, nil
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+				return &changeset.Proposal[setIn]{Payload: in, Summary: "x", DependsOn: many}, nil
 			},
 			Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 		})
@@ -572,8 +572,8 @@ func TestRunPlan_AFailedUndoStaysInTheRunsLaterPlans(t *testing.T) {
 		fail.Store(true)
 		changeset.Register(f.guard, &mcp.Tool{Name: "flaky"}, changeset.Operation[setIn, setIn, setOut]{
 			AllowEmptyDiff: true, // its diff is not what the test is about
-			Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-				return changeset.Proposal[setIn]{Payload: in, Summary: "flaky " + in.Key, Resource: "flaky:" + in.Key}, nil
+			Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+				return &changeset.Proposal[setIn]{Payload: in, Summary: "flaky " + in.Key, Resource: "flaky:" + in.Key}, nil
 			},
 			Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 			Undo: func(ctx context.Context, p setIn, r setOut) error {

@@ -108,9 +108,9 @@ func registerRandomOps(g *changeset.Guard, s *rrStore) {
 			return st, nil
 		}
 		return changeset.Operation[rrIn, rrIn, struct{}]{
-			Preview: func(ctx context.Context, in rrIn) (changeset.Proposal[rrIn], error) {
+			Preview: func(ctx context.Context, in rrIn) (*changeset.Proposal[rrIn], error) {
 				if len(in.Edits) == 0 || (multi != (len(in.Edits) > 1)) {
-					return changeset.Proposal[rrIn]{}, changeset.Refuse("wrong number of keys")
+					return nil, changeset.Refuse("wrong number of keys")
 				}
 				p := changeset.Proposal[rrIn]{Summary: fmt.Sprintf("change %d", in.Seq)}
 				for i := range in.Edits {
@@ -126,7 +126,7 @@ func registerRandomOps(g *changeset.Guard, s *rrStore) {
 				p.Payload = in
 				snap, _ := observe(ctx, in)
 				p.Snapshot = &changeset.Snapshot{Value: snap}
-				return p, nil
+				return &p, nil
 			},
 			Apply: func(ctx context.Context, p rrIn) (struct{}, error) {
 				for _, e := range p.Edits {

@@ -82,12 +82,12 @@ func registerDocOps(g *changeset.Guard, d *docs) {
 		}
 		return nil, nil
 	}
-	proposal := func(p docIn, before, after any, summary string, warnings ...string) changeset.Proposal[docIn] {
-		return changeset.Proposal[docIn]{Payload: p, Summary: summary, Resource: "doc:" + strconv.Itoa(p.ID), Warnings: warnings,
+	proposal := func(p docIn, before, after any, summary string, warnings ...string) *changeset.Proposal[docIn] {
+		return &changeset.Proposal[docIn]{Payload: p, Summary: summary, Resource: "doc:" + strconv.Itoa(p.ID), Warnings: warnings,
 			Diff: []changeset.DiffEntry{{Field: "title", Before: before, After: after}}}
 	}
 	changeset.Register(g, &mcp.Tool{Name: "create_doc"}, changeset.Operation[docIn, docIn, doc]{
-		Preview: func(ctx context.Context, in docIn) (changeset.Proposal[docIn], error) {
+		Preview: func(ctx context.Context, in docIn) (*changeset.Proposal[docIn], error) {
 			d.mu.Lock()
 			d.next++
 			in.ID = d.next
@@ -104,10 +104,10 @@ func registerDocOps(g *changeset.Guard, d *docs) {
 	})
 	rename := func(warnings ...string) changeset.Operation[docIn, docIn, doc] {
 		return changeset.Operation[docIn, docIn, doc]{
-			Preview: func(ctx context.Context, in docIn) (changeset.Proposal[docIn], error) {
+			Preview: func(ctx context.Context, in docIn) (*changeset.Proposal[docIn], error) {
 				v, ok := d.get(in.ID)
 				if !ok {
-					return changeset.Proposal[docIn]{}, changeset.Refuse("no doc %d", in.ID)
+					return nil, changeset.Refuse("no doc %d", in.ID)
 				}
 				return proposal(in, v.Title, in.Title, "rename "+v.Title, warnings...), nil
 			},
@@ -125,10 +125,10 @@ func registerDocOps(g *changeset.Guard, d *docs) {
 	changeset.Register(g, &mcp.Tool{Name: "rename_doc"}, rename())
 	changeset.Register(g, &mcp.Tool{Name: "lossy_rename"}, rename("the rename history before this change cannot be restored"))
 	changeset.Register(g, &mcp.Tool{Name: "delete_doc"}, changeset.Operation[docIn, docIn, doc]{
-		Preview: func(ctx context.Context, in docIn) (changeset.Proposal[docIn], error) {
+		Preview: func(ctx context.Context, in docIn) (*changeset.Proposal[docIn], error) {
 			v, ok := d.get(in.ID)
 			if !ok {
-				return changeset.Proposal[docIn]{}, changeset.Refuse("no doc %d", in.ID)
+				return nil, changeset.Refuse("no doc %d", in.ID)
 			}
 			return proposal(in, v.Title, nil, "delete "+v.Title), nil
 		},
@@ -141,7 +141,7 @@ func registerDocOps(g *changeset.Guard, d *docs) {
 		Observe: observe,
 	})
 	changeset.Register(g, &mcp.Tool{Name: "forget_doc"}, changeset.Operation[docIn, docIn, doc]{ // no undo
-		Preview: func(ctx context.Context, in docIn) (changeset.Proposal[docIn], error) {
+		Preview: func(ctx context.Context, in docIn) (*changeset.Proposal[docIn], error) {
 			return proposal(in, nil, nil, "forget"), nil
 		},
 		Apply:   func(ctx context.Context, p docIn) (doc, error) { d.del(p.ID); return doc{}, nil },

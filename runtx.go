@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
-// txUndo checks one change of a TxOperation against the state tx has
+// txUndo checks one change of a transactional operation against the state tx has
 // reached and undoes it there, under a savepoint so that a failing undo
 // rolls back alone. check judges the state found (and turns the step into
 // a skip when it is not the one the change left). by is recorded as who

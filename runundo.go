@@ -70,7 +70,7 @@ type RunStep struct {
 	// Resources names every resource of a change that names several
 	// (Proposal.Resources); Resource is then empty.
 	Resources []string `json:"resources,omitempty" jsonschema:"each resource, when several"`
-	// Transactional is true for a TxOperation's change: its undo runs in
+	// Transactional is true for a transactional operation's change: its undo runs in
 	// one database transaction with the other transactional undos around
 	// it, and the dry run really ran it and rolled it back.
 	Transactional bool `json:"transactional,omitempty" jsonschema:"undone in one database transaction"`
@@ -169,7 +169,11 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, byToken, g.agentBy(ctx, req), nil)
+	by, err := g.agentBy(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, byToken, by, nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,

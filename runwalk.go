@@ -21,7 +21,7 @@ import (
 // observation of each resource's current state: the state a change is
 // checked against is the "before" of the newer change of the run planned
 // for undo on the same resource, or else the current state. Consecutive
-// changes of TxOperations are really undone inside one ledger transaction,
+// changes of transactional operations are really undone inside one ledger transaction,
 // each checked against the state the transaction has reached, and the
 // transaction rolls back.
 //
@@ -151,7 +151,7 @@ func (w *walk) newSteps(applied []*ledger.Change) []undoplan.Step {
 }
 
 // observe reads the current state of what s's change touches, once per
-// planning. A TxOperation's Observe runs in a transaction that rolls back.
+// planning. A transactional operation's Observe runs in a transaction that rolls back.
 func (w *walk) observe(s *undoplan.Step) (json.RawMessage, error) {
 	if r, ok := w.obs[s.C.ID]; ok {
 		return r.state, r.err
@@ -179,7 +179,7 @@ func (w *walk) current(key string) (json.RawMessage, error) {
 }
 
 // plan decides every step, in one pass newest first. Consecutive steps of
-// TxOperations are decided inside one transaction that rolls back.
+// transactional operations are decided inside one transaction that rolls back.
 func (w *walk) plan(pass *undoplan.Pass) error {
 	for i := 0; i < len(w.steps); {
 		if !w.steps[i].Op.Tx {
@@ -228,7 +228,7 @@ func (w *walk) decide(pass *undoplan.Pass, s *undoplan.Step) {
 	pass.Settle(s)
 }
 
-// txSegment plans consecutive changes of TxOperations by undoing them
+// txSegment plans consecutive changes of transactional operations by undoing them
 // inside one transaction that then rolls back: each is checked against the
 // state the transaction has reached and undone under a savepoint.
 func (w *walk) txSegment(pass *undoplan.Pass, steps []undoplan.Step) error {
@@ -324,7 +324,7 @@ func (g *Guard) dependencyHold(ctx context.Context, tx *ledger.Tx, c *ledger.Cha
 
 var errNoObserve = errors.New("no observe")
 
-// observeNow reads the current state of what c touches. A TxOperation's
+// observeNow reads the current state of what c touches. A transactional operation's
 // Observe runs in a transaction that is rolled back.
 func (g *Guard) observeNow(ctx context.Context, c *ledger.Change) (json.RawMessage, error) {
 	o, ok := g.lookup(c.Action)

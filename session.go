@@ -37,7 +37,7 @@ func (g *Guard) principalOf(ctx context.Context, req *mcp.CallToolRequest) (stri
 	if g.opts.Principal != nil {
 		p, err := g.opts.Principal(ctx, req)
 		if err != nil {
-			return "", &ChangeError{Msg: voice.CallerUnknown(), Err: err}
+			return "", &ChangeError{Kind: ErrRefused, Msg: voice.CallerUnknown(), Err: err}
 		}
 		return p, nil
 	}

@@ -2,8 +2,10 @@ package changeset
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -40,6 +42,30 @@ func (g *Guard) Record(ctx context.Context, changeID string) (*ledger.Change, er
 	}
 	c.ConfirmHash, c.UndoHash = "", ""
 	return c, nil
+}
+
+// Observe returns the current state of what a change touches, read now
+// through its operation's Observe (an ObserveTx runs in a transaction that
+// is rolled back) and encoded as canonical JSON, whatever the change's
+// status and scope: the state a Guard compares with the change's snapshots.
+// It is for trusted code, such as tests (changesettest.CheckOperation
+// reads the state this way) and tools that show an operator what an undo
+// would find. It fails with [ErrNotFound] for an unknown change or one
+// whose operation is not registered on g, and returns an error wrapping
+// [ErrRefused] for an operation that has no Observe.
+func (g *Guard) Observe(ctx context.Context, changeID string) (json.RawMessage, error) {
+	c, err := g.get(ctx, changeID)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := g.lookup(c.Action)
+	switch {
+	case !ok:
+		return nil, refuse(ErrNotFound, changeID, "change %s was made by operation %s, which this server does not register", changeID, voice.Quote(c.Action))
+	case !o.hasObserve():
+		return nil, refuse(ErrRefused, changeID, "operation %s has no Observe, so change %s has no state to read", voice.Quote(c.Action), changeID)
+	}
+	return g.observeNow(ctx, c)
 }
 
 func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {

@@ -60,7 +60,7 @@ func sqliteKit(*testing.T) backendKit {
 // (changeset_schema) of one database that the whole test process shares
 // (sharedPostgres). A schema costs milliseconds where a database costs a
 // third of a second, and the ledger is as isolated: its tables, meta and
-// TxOperation tables (through the search_path the schema sets) are the
+// transactional operations' tables (through the search_path the schema sets) are the
 // schema's. t is skipped when PostgreSQL is missing, or fails when
 // CHANGESET_REQUIRE_POSTGRES is set, as pgtest.DSN decides.
 func postgresKit(t *testing.T) backendKit {

@@ -19,15 +19,16 @@ import (
 // from In unless tool.InputSchema is set; an optional "run_id" property is
 // added to it so that a preview can join a run.
 //
-// Like mcp.AddTool, Register panics on programming errors: a missing name,
-// Preview or Apply, a name registered twice, or an input type whose schema
+// Like mcp.AddTool, Register panics on programming errors: a missing name
+// or Preview, no Apply or ApplyTx (or both, or a mix of the two families;
+// see [Operation]), a name registered twice, or an input type whose schema
 // is not an object or already has a "run_id" property.
 func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 	if tool == nil || tool.Name == "" {
 		panic("changeset.Register: the tool needs a name")
 	}
-	if op.Preview == nil || op.Apply == nil {
-		panic(fmt.Sprintf("changeset.Register %q: Preview and Apply are required", tool.Name))
+	if problem := op.check(); problem != "" {
+		panic(fmt.Sprintf("changeset.Register %q: %s", tool.Name, problem))
 	}
 	g.register(tool, erase(tool.Name, tool.Description, op), inputSchema[In])
 }
@@ -161,7 +162,11 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[ApplyResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in applyInput) (*mcp.CallToolResult, *ApplyResult, error) {
-			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byToken, g.agentBy(ctx, req))
+			by, err := g.agentBy(ctx, req)
+			if err != nil {
+				return nil, nil, g.toolError(err)
+			}
+			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byToken, by)
 			return nil, res, g.toolError(err)
 		})
 		addTool(g, &mcp.Tool{
@@ -170,7 +175,11 @@ func (g *Guard) addSharedTools() {
 			OutputSchema: outputSchema[UndoResult](),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 		}, func(ctx context.Context, req *mcp.CallToolRequest, in undoInput) (*mcp.CallToolResult, *UndoResult, error) {
-			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byToken, g.agentBy(ctx, req))
+			by, err := g.agentBy(ctx, req)
+			if err != nil {
+				return nil, nil, g.toolError(err)
+			}
+			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byToken, by)
 			return nil, res, g.toolError(err)
 		})
 	}

@@ -2,7 +2,9 @@ package changeset_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,42 +87,55 @@ func TestRegister_ProgrammingErrorsPanic(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, func(t *testing.T, kit backendKit) {
 		f := newFixtureOn(t, kit)
-		for name, fn := range map[string]func(){
-			"duplicate": func() {
-				changeset.Register(f.guard, &mcp.Tool{Name: "set"}, changeset.Operation[setIn, setIn, setOut]{
-					Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
-						return changeset.Proposal[setIn]{}, nil
-					},
-					Apply: func(context.Context, setIn) (setOut, error) { return setOut{}, nil },
-				})
-			},
-			"no apply": func() {
-				changeset.Register(f.guard, &mcp.Tool{Name: "x"}, changeset.Operation[setIn, setIn, setOut]{
-					Preview: func(context.Context, setIn) (changeset.Proposal[setIn], error) {
-						return changeset.Proposal[setIn]{}, nil
-					},
-				})
-			},
-			"own run_id": func() {
-				type in struct {
-					RunID string `json:"run_id"`
-				}
-				changeset.Register(f.guard, &mcp.Tool{Name: "y"}, changeset.Operation[in, in, setOut]{
-					Preview: func(context.Context, in) (changeset.Proposal[in], error) { return changeset.Proposal[in]{}, nil },
-					Apply:   func(context.Context, in) (setOut, error) { return setOut{}, nil },
-				})
-			},
-		} {
-			func() {
-				defer func() {
-					if recover() == nil {
-						t.Errorf("%s: no panic", name)
-					}
-				}()
-				fn()
-			}()
+		preview := func(context.Context, setIn) (*changeset.Proposal[setIn], error) { return nil, nil }
+		apply := func(context.Context, setIn) (setOut, error) { return setOut{}, nil }
+		applyTx := func(context.Context, *sql.Tx, setIn) (setOut, error) { return setOut{}, nil }
+		type in struct {
+			RunID string `json:"run_id"`
 		}
+		for _, c := range []struct {
+			name, want string
+			op         changeset.Operation[setIn, setIn, setOut]
+			tool       string
+		}{
+			{"duplicate", "registered twice", changeset.Operation[setIn, setIn, setOut]{Preview: preview, Apply: apply}, "set"},
+			{"no preview", "Preview is required", changeset.Operation[setIn, setIn, setOut]{Apply: apply}, "x"},
+			{"no apply", "Apply (or ApplyTx", changeset.Operation[setIn, setIn, setOut]{Preview: preview}, "x"},
+			{"both applies", "not both", changeset.Operation[setIn, setIn, setOut]{Preview: preview, Apply: apply, ApplyTx: applyTx}, "x"},
+			{"Apply with UndoTx", "not UndoTx or ObserveTx", changeset.Operation[setIn, setIn, setOut]{Preview: preview, Apply: apply,
+				UndoTx: func(context.Context, *sql.Tx, setIn, setOut) error { return nil }}, "x"},
+			{"ApplyTx with Observe", "not Undo or Observe", changeset.Operation[setIn, setIn, setOut]{Preview: preview, ApplyTx: applyTx,
+				Observe: func(context.Context, setIn) (any, error) { return nil, nil }}, "x"},
+			{"no name", "needs a name", changeset.Operation[setIn, setIn, setOut]{Preview: preview, Apply: apply}, ""},
+		} {
+			got := panicOf(func() { changeset.Register(f.guard, &mcp.Tool{Name: c.tool}, c.op) })
+			if !strings.Contains(got, c.want) {
+				t.Errorf("%s: panic %q, want one saying %q", c.name, got, c.want)
+			}
+		}
+		got := panicOf(func() {
+			changeset.Register(f.guard, &mcp.Tool{Name: "y"}, changeset.Operation[in, in, setOut]{
+				Preview: func(context.Context, in) (*changeset.Proposal[in], error) { return nil, nil },
+				Apply:   func(context.Context, in) (setOut, error) { return setOut{}, nil },
+			})
+		})
+		if !strings.Contains(got, "run_id") {
+			t.Errorf("own run_id: panic %q, want one naming run_id", got)
+		}
+		// Nothing that panicked was registered: the names are still free.
+		changeset.Register(f.guard, &mcp.Tool{Name: "x"}, changeset.Operation[setIn, setIn, setOut]{Preview: preview, ApplyTx: applyTx})
 	})
+}
+
+// panicOf returns what fn panics with, as text, or "" when it returns.
+func panicOf(fn func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	fn()
+	return ""
 }
 
 // findBareTrue returns the path of a property or items schema that is the

@@ -9,7 +9,9 @@
 // [Guard.Undo] and [Guard.Call], or let [CheckOperation] drive preview →
 // apply → undo for a list of inputs and fail the test when the undo does
 // not restore what Observe saw, when an apply goes through after the state
-// changed, or when a preview writes:
+// changed, or when a preview writes. Under changeset.UserApproval, set the
+// Guard's ElicitationHandler ([Approve], [Decline] or your own) to answer
+// for the user:
 //
 //	func TestSetSetting(t *testing.T) {
 //		g := changesettest.NewGuard(t, changeset.Options{})
@@ -55,6 +57,13 @@ type Guard struct {
 	// Clock is the Guard's clock. Advance it to expire tokens or close undo
 	// windows. It is nil when the Options given to NewGuard set a Clock.
 	Clock *Clock
+	// ElicitationHandler, when set before the first call, answers the
+	// questions the server asks the user through the client, as under
+	// changeset.UserApproval, where apply_change, undo_change and undo_run
+	// ask the user to approve: its result is the user's answer. [Approve]
+	// and [Decline] are ready-made answers. Left nil, the client declares no
+	// elicitation, as most desktop clients do not.
+	ElicitationHandler func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 
 	t      testing.TB
 	prefix string
@@ -123,7 +132,8 @@ func (g *Guard) connect() (*mcp.ClientSession, error) {
 			g.err = fmt.Errorf("connecting the server: %w", err)
 			return
 		}
-		client := mcp.NewClient(&mcp.Implementation{Name: "changesettest", Version: "1"}, nil)
+		client := mcp.NewClient(&mcp.Implementation{Name: "changesettest", Version: "1"},
+			&mcp.ClientOptions{ElicitationHandler: g.ElicitationHandler})
 		if g.session, g.err = client.Connect(ctx, ct, nil); g.err != nil {
 			g.err = fmt.Errorf("connecting the client: %w", g.err)
 			ss.Close()
@@ -226,12 +236,34 @@ func (g *Guard) Undo(a *changeset.ApplyResult) (*changeset.UndoResult, error) {
 	return &u, nil
 }
 
+// Approve answers every question the server asks the user with a yes, as
+// a [Guard]'s ElicitationHandler.
+func Approve(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+}
+
+// Decline answers every question the server asks the user with a no, as
+// a [Guard]'s ElicitationHandler.
+func Decline(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	return &mcp.ElicitResult{Action: "decline"}, nil
+}
+
+// applyArgs are apply_change's arguments for p; without a token (under
+// user approval, where the agent holds none) they name the change only.
 func applyArgs(p *changeset.PreviewResult) map[string]any {
-	return map[string]any{"change_id": p.ChangeID, "confirmation_token": p.ConfirmationToken}
+	args := map[string]any{"change_id": p.ChangeID}
+	if p.ConfirmationToken != "" {
+		args["confirmation_token"] = p.ConfirmationToken
+	}
+	return args
 }
 
 func undoArgs(a *changeset.ApplyResult) map[string]any {
-	return map[string]any{"change_id": a.ChangeID, "undo_token": a.UndoToken}
+	args := map[string]any{"change_id": a.ChangeID}
+	if a.UndoToken != "" {
+		args["undo_token"] = a.UndoToken
+	}
+	return args
 }
 
 // Clock is a fake clock, safe for concurrent use. A Guard made by

@@ -35,22 +35,22 @@ type Input struct {
 
 // CheckOperation checks the operation registered as tool on g (the name
 // given to Register, without "preview_") against each input, through the
-// real tools, and reports with t.Errorf what it finds wrong. For each
-// input it makes three previews of it, then:
+// real tools, and reports with t.Errorf what it finds wrong. It reads the
+// state through the operation's Observe with [changeset.Guard.Observe],
+// never through the tools. For each input it previews it once, reads the
+// state, previews it twice more and reads it again, then:
 //
-//   - applies the first: an apply refused because the state changed
-//     means a later preview wrote (Observe saw something else after
-//     it), and so does a later preview refused when the first was not
-//     (it found its own change already made);
-//   - compares what Observe saw just before and just after that apply:
-//     equal means Observe does not see the apply, and no check of the
-//     Guard's can catch a stale apply or undo;
+//   - the two reads must agree, else a preview writes;
+//   - applies the first preview: the state read after it must differ from
+//     the one before, else Observe does not see the apply and no check of
+//     the Guard's can catch a stale apply or undo (an apply refused
+//     because the state changed means a preview writes, too);
 //   - applies the third preview, which saw the state before the first
 //     apply: it must be refused;
-//   - undoes the first, then applies the second preview, which saw the
-//     state before the first apply: it must go through, and Observe must
-//     see what it saw before the first apply, else the undo did not
-//     restore the state; then undoes it too;
+//   - undoes the first: the state read then must equal the state before
+//     the apply, else the undo does not restore it; then applies the
+//     second preview, which saw that state too: it must go through (and is
+//     undone);
 //   - when the input is an [Input] with Mutate, calls Mutate with the
 //     third preview's payload and applies that preview: it must be
 //     refused.
@@ -62,10 +62,10 @@ type Input struct {
 // undo left it, so an input may rely on what earlier inputs leave, but
 // CheckOperation undoes what it applies.
 //
-// What a preview writes is caught when Observe sees it and it builds up
-// (a counter, a log) or it is the change itself; a preview that writes the
-// same thing every time somewhere Observe looks cannot be told from the
-// state it found.
+// A preview that writes is caught when Observe sees what it writes change
+// from one preview to the next (a counter, a log, the change itself); a
+// preview that writes the same thing every time, before the first read,
+// cannot be told from the state it found.
 func CheckOperation(t testing.TB, g *Guard, tool string, inputs ...any) {
 	t.Helper()
 	for i, in := range inputs {
@@ -92,6 +92,8 @@ type check struct {
 	tool  string
 	input Input
 	name  string
+	// lastErr is the error of the last observe.
+	lastErr error
 }
 
 // errorf reports a failure of the check.
@@ -105,6 +107,7 @@ func (c *check) errorf(format string, args ...any) {
 func (c *check) run() bool {
 	c.t.Helper()
 	var p [3]*changeset.PreviewResult
+	var first json.RawMessage // the state after the first preview
 	for k := range p {
 		var err error
 		if p[k], err = c.preview(); err != nil {
@@ -119,10 +122,24 @@ func (c *check) run() bool {
 			}
 			return true
 		}
+		if k == 0 {
+			if p[0].ConfirmationToken == "" {
+				c.errorf("the preview returned no confirmation token: CheckOperation needs changeset.TokenApproval")
+				return false
+			}
+			var ok bool
+			if first, ok = c.observe(p[0]); !ok {
+				return errors.Is(c.lastErr, changeset.ErrRefused)
+			}
+		}
 	}
-	if p[0].ConfirmationToken == "" {
-		c.errorf("the preview returned no confirmation token: CheckOperation needs changeset.TokenApproval")
+	before, ok := c.observe(p[0])
+	if !ok {
 		return false
+	}
+	if !bytes.Equal(first, before) {
+		c.errorf("a preview writes: Observe returned %s after one preview and %s after two more", brief(first), brief(before))
+		return true
 	}
 	var recs [3]*ledger.Change
 	for k := range recs {
@@ -132,17 +149,13 @@ func (c *check) run() bool {
 			return false
 		}
 	}
-	if recs[0].StateHash == "" {
-		c.errorf("the operation has no Observe: CheckOperation compares what Observe sees")
-		return true
-	}
 	samePayload := bytes.Equal(recs[0].Payload, recs[2].Payload)
 
-	// The first apply, after two more previews.
+	// The first apply.
 	a1, ok := c.apply(p[0], func(found *ledger.Change, err error) {
 		c.t.Helper()
 		if found.Failure == ledger.FailureStateChanged {
-			c.errorf("a preview writes: after two more previews of the same input, the apply of the first found the state changed (Observe now returns %s)", brief(found.Before))
+			c.errorf("a preview writes: after two more previews of the same input, the apply of the first found the state changed")
 			return
 		}
 		c.errorf("apply_change refused the first preview: %v", err)
@@ -150,13 +163,12 @@ func (c *check) run() bool {
 	if !ok {
 		return true
 	}
-	rec1, err := c.g.Guard.Record(context.Background(), p[0].ChangeID)
-	if err != nil {
-		c.errorf("reading change %s: %v", p[0].ChangeID, err)
+	after, ok := c.observe(p[0])
+	if !ok {
 		return false
 	}
-	if bytes.Equal(rec1.Before, rec1.After) {
-		c.errorf("Observe does not see the apply: it returned %s both before and after it, so a stale apply or undo goes unnoticed", brief(rec1.Before))
+	if bytes.Equal(before, after) {
+		c.errorf("Observe does not see the apply: it returned %s both before and after it, so a stale apply or undo goes unnoticed", brief(before))
 		if a1.UndoToken != "" {
 			_, _ = c.undo(a1)
 		}
@@ -166,7 +178,7 @@ func (c *check) run() bool {
 	// An apply after the state changed.
 	if samePayload {
 		if a3, err := c.applyErr(p[2]); err == nil {
-			c.errorf("an apply went through after the state changed: a preview saw %s, another preview of the same input was applied (Observe then returned %s), and the first was applied after it", brief(rec1.Before), brief(rec1.After))
+			c.errorf("an apply went through after the state changed: a preview saw %s, another preview of the same input was applied (Observe then returned %s), and the first was applied after it", brief(before), brief(after))
 			if a3.UndoToken != "" {
 				_, _ = c.undo(a3)
 			}
@@ -184,26 +196,22 @@ func (c *check) run() bool {
 		c.errorf("undo_change refused the undo of a change nobody touched since its apply: %v", err)
 		return isToolError(err)
 	}
+	undone, ok := c.observe(p[0])
+	if !ok {
+		return false
+	}
+	if !bytes.Equal(undone, before) {
+		c.errorf("the undo did not restore the state: before the apply Observe returned %s, after the undo %s", brief(before), brief(undone))
+		return true
+	}
 
-	// What Observe sees after the undo, through the second preview.
+	// A preview made before the first apply, applied after its undo.
 	a2, ok := c.apply(p[1], func(found *ledger.Change, err error) {
 		c.t.Helper()
-		if found.Failure == ledger.FailureStateChanged {
-			c.errorf("the undo did not restore the state: before the apply Observe returned %s, after the undo %s", brief(rec1.Before), brief(found.Before))
-			return
-		}
-		c.errorf("after the undo, apply_change refused a preview made before the apply: %v", err)
+		c.errorf("after the undo restored the state, apply_change refused a preview made before the apply: %v", err)
 	})
 	if !ok {
 		return true
-	}
-	rec2, err := c.g.Guard.Record(context.Background(), p[1].ChangeID)
-	if err != nil {
-		c.errorf("reading change %s: %v", p[1].ChangeID, err)
-		return false
-	}
-	if bytes.Equal(recs[0].Payload, recs[1].Payload) && !bytes.Equal(rec2.Before, rec1.Before) {
-		c.errorf("the undo did not restore the state: before the apply Observe returned %s, after the undo %s", brief(rec1.Before), brief(rec2.Before))
 	}
 	if _, err := c.undo(a2); err != nil {
 		c.errorf("undo_change refused the undo of a change nobody touched since its apply: %v", err)
@@ -228,6 +236,23 @@ func (c *check) run() bool {
 			brief(recs[0].Payload), brief(recs[2].Payload))
 	}
 	return true
+}
+
+// observe reads the state of what preview p's change touches, reporting
+// a failure; lastErr keeps the error.
+func (c *check) observe(p *changeset.PreviewResult) (json.RawMessage, bool) {
+	c.t.Helper()
+	state, err := c.g.Guard.Observe(context.Background(), p.ChangeID)
+	c.lastErr = err
+	switch {
+	case errors.Is(err, changeset.ErrRefused):
+		c.errorf("the operation has no Observe: CheckOperation compares what Observe sees")
+		return nil, false
+	case err != nil:
+		c.errorf("reading the state of change %s through Observe: %v", p.ChangeID, err)
+		return nil, false
+	}
+	return state, true
 }
 
 func (c *check) preview() (*changeset.PreviewResult, error) {

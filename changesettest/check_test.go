@@ -85,8 +85,8 @@ const (
 
 // setOp is a settings operation with the flaw f.
 func setOp(s *kv, f flaw) changeset.Operation[setIn, setIn, prev] {
-	return changeset.NewOperation(
-		func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+	return changeset.Operation[setIn, setIn, prev]{
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
 			old := s.get(in.Key)
 			switch f {
 			case previewSets:
@@ -99,23 +99,25 @@ func setOp(s *kv, f flaw) changeset.Operation[setIn, setIn, prev] {
 				Diff:    changeset.DiffFields(map[string]any{in.Key: old}, map[string]any{in.Key: in.Value}),
 			}, nil
 		},
-		func(ctx context.Context, p setIn) (prev, error) { return prev{s.set(p.Key, p.Value)}, nil },
-	).WithUndo(func(ctx context.Context, p setIn, r prev) error {
-		if f == brokenUndo {
-			s.set(p.Key, r.Value+"!")
+		Apply: func(ctx context.Context, p setIn) (prev, error) { return prev{s.set(p.Key, p.Value)}, nil },
+		Undo: func(ctx context.Context, p setIn, r prev) error {
+			if f == brokenUndo {
+				s.set(p.Key, r.Value+"!")
+				return nil
+			}
+			s.set(p.Key, r.Value)
 			return nil
-		}
-		s.set(p.Key, r.Value)
-		return nil
-	}).WithObserve(func(ctx context.Context, p setIn) (any, error) {
-		switch f {
-		case blindObserve:
-			return s.get("other"), nil
-		case previewCounts:
-			return []string{s.get(p.Key), s.get("reads:" + p.Key)}, nil
-		}
-		return s.get(p.Key), nil
-	})
+		},
+		Observe: func(ctx context.Context, p setIn) (any, error) {
+			switch f {
+			case blindObserve:
+				return s.get("other"), nil
+			case previewCounts:
+				return []string{s.get(p.Key), s.get("reads:" + p.Key)}, nil
+			}
+			return s.get(p.Key), nil
+		},
+	}
 }
 
 // checkSet runs CheckOperation on a settings operation with the flaw f and
@@ -169,7 +171,10 @@ func TestCheckOperation_FailsAPreviewThatWritesTheChange(t *testing.T) {
 }
 
 func TestCheckOperation_FailsAPreviewThatWritesWhatObserveSees(t *testing.T) {
-	wantFailure(t, checkSet(t, previewCounts), "a preview writes: after two more previews of the same input, the apply of the first found the state changed")
+	wantFailure(t, checkSet(t, previewCounts), `a preview writes: Observe returned [`)
+	if errs := checkSet(t, previewCounts); !strings.Contains(errs[0], `["light","x"] after one preview and ["light","xxx"] after two more`) {
+		t.Errorf("the report does not show both reads: %s", errs[0])
+	}
 }
 
 // todos is a list whose create operation chooses the id at preview, as
@@ -209,8 +214,8 @@ func (l *todos) put(id int, title *string) {
 }
 
 func createOp(l *todos, guarded bool) changeset.Operation[createIn, created, created] {
-	return changeset.NewOperation(
-		func(ctx context.Context, in createIn) (*changeset.Proposal[created], error) {
+	return changeset.Operation[createIn, created, created]{
+		Preview: func(ctx context.Context, in createIn) (*changeset.Proposal[created], error) {
 			l.mu.Lock()
 			l.next++
 			id := l.next
@@ -220,19 +225,21 @@ func createOp(l *todos, guarded bool) changeset.Operation[createIn, created, cre
 				Diff:    changeset.DiffFields(nil, map[string]any{"title": in.Title}),
 			}, nil
 		},
-		func(ctx context.Context, p created) (created, error) {
+		Apply: func(ctx context.Context, p created) (created, error) {
 			l.put(p.ID, &p.Title)
 			return p, nil
 		},
-	).WithUndo(func(ctx context.Context, p created, _ created) error {
-		l.put(p.ID, nil)
-		return nil
-	}).WithObserve(func(ctx context.Context, p created) (any, error) {
-		if !guarded {
-			return "constant", nil
-		}
-		return l.state(p.ID), nil
-	})
+		Undo: func(ctx context.Context, p created, _ created) error {
+			l.put(p.ID, nil)
+			return nil
+		},
+		Observe: func(ctx context.Context, p created) (any, error) {
+			if !guarded {
+				return "constant", nil
+			}
+			return l.state(p.ID), nil
+		},
+	}
 }
 
 func TestCheckOperation_AFreshIDNeedsMutate(t *testing.T) {
@@ -260,6 +267,26 @@ func TestCheckOperation_AFreshIDNeedsMutate(t *testing.T) {
 	if len(r.errors) > 0 {
 		t.Fatalf("CheckOperation with Mutate failed:\n%s", strings.Join(r.errors, "\n"))
 	}
+}
+
+// A create's previews store a new id each time, so only a read through
+// Observe (Guard.Observe) can tell that its undo leaves the record behind.
+func TestCheckOperation_FailsABrokenUndoOfACreate(t *testing.T) {
+	l := &todos{items: map[int]string{}}
+	g := changesettest.NewGuard(t, changeset.Options{})
+	op := createOp(l, true)
+	op.Undo = func(ctx context.Context, p created, _ created) error {
+		emptied := ""
+		l.put(p.ID, &emptied) // clears the title, keeps the record
+		return nil
+	}
+	changeset.Register(g.Guard, &mcp.Tool{Name: "create_todo"}, op)
+	r := &recorder{TB: t}
+	changesettest.CheckOperation(r, g, "create_todo", changesettest.Input{
+		Args:   createIn{"milk"},
+		Mutate: func(json.RawMessage) error { return nil },
+	})
+	wantFailure(t, r.errors, `the undo did not restore the state: before the apply Observe returned null, after the undo ""`)
 }
 
 func TestCheckOperation_FailsAnApplyAfterMutate(t *testing.T) {
@@ -306,5 +333,39 @@ func TestGuard_HelpersCallTheRealTools(t *testing.T) {
 	var st changeset.ChangeStatus
 	if err := g.Call("get_change_status", map[string]any{"change_id": p.ChangeID}, &st); err != nil || st.Status != "expired" {
 		t.Fatalf("get_change_status: %+v %v", st, err)
+	}
+}
+
+// Under user approval the kit's client answers the server's question as
+// its ElicitationHandler says: a declined apply writes nothing, an
+// approved one applies, and so does an approved undo.
+func TestGuard_ElicitationHandlerAnswersForTheUser(t *testing.T) {
+	s := &kv{m: map[string]string{"theme": "light"}}
+	g := changesettest.NewGuard(t, changeset.Options{Approval: changeset.UserApproval})
+	var asked []string
+	answer := changesettest.Decline
+	g.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, req.Params.Message)
+		return answer(ctx, req)
+	}
+	changeset.Register(g.Guard, &mcp.Tool{Name: "set_setting"}, setOp(s, none))
+
+	p, err := g.Preview("set_setting", setIn{"theme", "dark"})
+	if err != nil || p.ConfirmationToken != "" {
+		t.Fatalf("preview under user approval: %+v %v", p, err)
+	}
+	if _, err := g.Apply(p); err == nil || !strings.Contains(err.Error(), "declined") || s.get("theme") != "light" {
+		t.Fatalf("a declined apply: %v, theme %q", err, s.get("theme"))
+	}
+	answer = changesettest.Approve
+	a, err := g.Apply(p)
+	if err != nil || s.get("theme") != "dark" {
+		t.Fatalf("an approved apply: %v, theme %q", err, s.get("theme"))
+	}
+	if _, err := g.Undo(a); err != nil || s.get("theme") != "light" {
+		t.Fatalf("an approved undo: %v, theme %q", err, s.get("theme"))
+	}
+	if len(asked) != 3 || !strings.Contains(asked[0], `"light" → "dark"`) {
+		t.Errorf("the user was asked %q", asked)
 	}
 }

@@ -43,8 +43,8 @@ type applied struct {
 
 // register is the server's own register function, which main calls too.
 func register(server *mcp.Server, guard *changeset.Guard, s *settings) {
-	op := changeset.NewOperation(
-		func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
+	op := changeset.Operation[setting, setting, applied]{
+		Preview: func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
 			current, ok := s.get(in.Key)
 			if !ok {
 				return nil, changeset.Refuse("unknown setting %q", in.Key)
@@ -54,16 +54,18 @@ func register(server *mcp.Server, guard *changeset.Guard, s *settings) {
 				Diff:    changeset.DiffFields(map[string]any{in.Key: current}, map[string]any{in.Key: in.Value}),
 			}, nil
 		},
-		func(ctx context.Context, p setting) (applied, error) {
+		Apply: func(ctx context.Context, p setting) (applied, error) {
 			return applied{Previous: s.set(p.Key, p.Value)}, nil
 		},
-	).WithUndo(func(ctx context.Context, p setting, r applied) error {
-		s.set(p.Key, r.Previous)
-		return nil
-	}).WithObserve(func(ctx context.Context, p setting) (any, error) {
-		v, _ := s.get(p.Key)
-		return v, nil
-	})
+		Undo: func(ctx context.Context, p setting, r applied) error {
+			s.set(p.Key, r.Previous)
+			return nil
+		},
+		Observe: func(ctx context.Context, p setting) (any, error) {
+			v, _ := s.get(p.Key)
+			return v, nil
+		},
+	}
 	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."}, op)
 }
 

@@ -92,8 +92,8 @@ func registerOps(g *changeset.Guard, s *store) {
 	}
 	undo := func(ctx context.Context, p kvIn, r kvPrev) error { s.put(p.Key, r.Previous); return nil }
 	changeset.Register(g, &mcp.Tool{Name: "set_value"}, changeset.Operation[kvIn, kvIn, kvPrev]{
-		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
-			return changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value), Resource: "key:" + in.Key,
+		Preview: func(ctx context.Context, in kvIn) (*changeset.Proposal[kvIn], error) {
+			return &changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value), Resource: "key:" + in.Key,
 				Diff: changeset.DiffFields(map[string]any{in.Key: old(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply:   func(ctx context.Context, p kvIn) (kvPrev, error) { return apply(ctx, p, &p.Value) },
@@ -101,8 +101,8 @@ func registerOps(g *changeset.Guard, s *store) {
 		Observe: observe,
 	})
 	changeset.Register(g, &mcp.Tool{Name: "set_plain"}, changeset.Operation[kvIn, kvIn, kvPrev]{ // names no resource
-		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
-			return changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),
+		Preview: func(ctx context.Context, in kvIn) (*changeset.Proposal[kvIn], error) {
+			return &changeset.Proposal[kvIn]{Payload: in, Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),
 				Diff: changeset.DiffFields(map[string]any{in.Key: old(in.Key)}, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply:   func(ctx context.Context, p kvIn) (kvPrev, error) { return apply(ctx, p, &p.Value) },
@@ -110,11 +110,11 @@ func registerOps(g *changeset.Guard, s *store) {
 		Observe: observe,
 	})
 	changeset.Register(g, &mcp.Tool{Name: "delete_value"}, changeset.Operation[kvIn, kvIn, kvPrev]{
-		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
+		Preview: func(ctx context.Context, in kvIn) (*changeset.Proposal[kvIn], error) {
 			if _, ok := s.get(in.Key); !ok {
-				return changeset.Proposal[kvIn]{}, changeset.Refuse("no key %q", in.Key)
+				return nil, changeset.Refuse("no key %q", in.Key)
 			}
-			return changeset.Proposal[kvIn]{Payload: in, Summary: "Delete " + in.Key, Resource: "key:" + in.Key,
+			return &changeset.Proposal[kvIn]{Payload: in, Summary: "Delete " + in.Key, Resource: "key:" + in.Key,
 				Diff: []changeset.DiffEntry{{Field: in.Key, Before: old(in.Key)}}}, nil
 		},
 		Apply:   func(ctx context.Context, p kvIn) (kvPrev, error) { return apply(ctx, p, nil) },
@@ -122,8 +122,8 @@ func registerOps(g *changeset.Guard, s *store) {
 		Observe: observe,
 	})
 	changeset.Register(g, &mcp.Tool{Name: "log_line"}, changeset.Operation[kvIn, kvIn, kvPrev]{
-		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
-			return changeset.Proposal[kvIn]{Payload: in, Summary: "Log " + in.Value, Resource: "log",
+		Preview: func(ctx context.Context, in kvIn) (*changeset.Proposal[kvIn], error) {
+			return &changeset.Proposal[kvIn]{Payload: in, Summary: "Log " + in.Value, Resource: "log",
 				Diff: []changeset.DiffEntry{{Field: "log", After: in.Value}}}, nil
 		},
 		Apply: func(ctx context.Context, p kvIn) (kvPrev, error) {
@@ -132,8 +132,8 @@ func registerOps(g *changeset.Guard, s *store) {
 		},
 	})
 	changeset.Register(g, &mcp.Tool{Name: "save_value"}, changeset.Operation[kvIn, kvIn, kvPrev]{
-		Preview: func(ctx context.Context, in kvIn) (changeset.Proposal[kvIn], error) {
-			return changeset.Proposal[kvIn]{Payload: in, Summary: "Save " + in.Key,
+		Preview: func(ctx context.Context, in kvIn) (*changeset.Proposal[kvIn], error) {
+			return &changeset.Proposal[kvIn]{Payload: in, Summary: "Save " + in.Key,
 				Diff: changeset.DiffFields(nil, map[string]any{in.Key: in.Value})}, nil
 		},
 		Apply: func(ctx context.Context, p kvIn) (kvPrev, error) {

@@ -43,8 +43,8 @@ func registerManual(g *changeset.Guard, s kv.Store) {
 			return err
 		}
 	}
-	changeset.Register(g, &mcp.Tool{Name: "create_flag"}, changeset.NewOperation(
-		func(ctx context.Context, in createIn) (*changeset.Proposal[manualChange], error) {
+	changeset.Register(g, &mcp.Tool{Name: "create_flag"}, changeset.Operation[createIn, manualChange, manualChange]{
+		Preview: func(ctx context.Context, in createIn) (*changeset.Proposal[manualChange], error) {
 			after, err := json.Marshal(flag{Enabled: in.Enabled, Rollout: in.Rollout})
 			if err != nil {
 				return nil, err
@@ -66,19 +66,20 @@ func registerManual(g *changeset.Guard, s kv.Store) {
 				Snapshot: &changeset.Snapshot{Value: nil},
 			}, nil
 		},
-		func(ctx context.Context, c manualChange) (manualChange, error) {
+		Apply: func(ctx context.Context, c manualChange) (manualChange, error) {
 			return c, swap(ctx, c.Key, c.Before, c.After)
-		}).
-		WithUndo(func(ctx context.Context, c manualChange, _ manualChange) error {
+		},
+		Undo: func(ctx context.Context, c manualChange, _ manualChange) error {
 			return swap(ctx, c.Key, c.After, c.Before)
-		}).
-		WithObserve(func(ctx context.Context, c manualChange) (any, error) {
+		},
+		Observe: func(ctx context.Context, c manualChange) (any, error) {
 			v, err := s.Get(ctx, c.Key)
 			if v == nil {
 				return nil, err
 			}
 			return v, err
-		}))
+		},
+	})
 }
 
 // cycler is a Guard on a fresh ledger with create_flag registered by

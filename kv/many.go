@@ -130,15 +130,16 @@ func SetMany[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], f func(ct
 			Snapshot:  &changeset.Snapshot{Value: states},
 		}, nil
 	}
-	changeset.Register(g, tool, changeset.NewOperation(preview,
-		func(ctx context.Context, p changes) (appliedMany, error) {
+	changeset.Register(g, tool, changeset.Operation[In, changes, appliedMany]{
+		Preview: preview,
+		Apply: func(ctx context.Context, p changes) (appliedMany, error) {
 			return k.commitMany(ctx, p, true)
-		}).
-		WithUndo(func(ctx context.Context, p changes, _ appliedMany) error {
+		},
+		Undo: func(ctx context.Context, p changes, _ appliedMany) error {
 			_, err := k.commitMany(ctx, p, false)
 			return err
-		}).
-		WithObserve(func(ctx context.Context, p changes) (any, error) {
+		},
+		Observe: func(ctx context.Context, p changes) (any, error) {
 			states := make(changeset.States, len(p.Keys))
 			for _, c := range p.Keys {
 				s, err := k.observe(ctx, c.Key)
@@ -148,7 +149,8 @@ func SetMany[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], f func(ct
 				states[k.resource(c.Key)] = s
 			}
 			return states, nil
-		}))
+		},
+	})
 }
 
 // setOne is the change that sets key to v, or nil when the key holds v

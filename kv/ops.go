@@ -121,21 +121,23 @@ func Delete[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], key func(I
 // observe that every kind shares.
 func register[In, V any](g *changeset.Guard, tool *mcp.Tool, k Kind[V], preview func(context.Context, In) (*changeset.Proposal[change], error)) {
 	k.mustBeValid(tool)
-	changeset.Register(g, tool, changeset.NewOperation(preview,
-		func(ctx context.Context, c change) (applied, error) {
+	changeset.Register(g, tool, changeset.Operation[In, change, applied]{
+		Preview: preview,
+		Apply: func(ctx context.Context, c change) (applied, error) {
 			written, err := k.commit(ctx, []write{{key: c.Key, from: c.Before, to: c.After, apply: true}})
 			if err != nil {
 				return applied{}, err
 			}
 			return applied{Key: c.Key, Value: written[0]}, nil
-		}).
-		WithUndo(func(ctx context.Context, c change, _ applied) error {
+		},
+		Undo: func(ctx context.Context, c change, _ applied) error {
 			_, err := k.commit(ctx, []write{{key: c.Key, from: c.After, to: c.Before}})
 			return err
-		}).
-		WithObserve(func(ctx context.Context, c change) (any, error) {
+		},
+		Observe: func(ctx context.Context, c change) (any, error) {
 			return k.observe(ctx, c.Key)
-		}))
+		},
+	})
 }
 
 // mustBeValid panics, naming the tool, when k cannot be used.

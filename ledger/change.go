@@ -164,7 +164,7 @@ type Change struct {
 	// Undoable is true when the operation has an inverse.
 	Undoable bool
 	// Transactional is true when apply and undo run inside the ledger's
-	// own transaction (a TxOperation).
+	// own transaction (an operation with ApplyTx).
 	Transactional bool
 
 	Result json.RawMessage // what apply returned, canonical JSON

@@ -9,7 +9,7 @@ import "fmt"
 // cannot reach the ledger. docs/design.md draws the same moves, and a test
 // holds the two together.
 //
-// A change (the arrows marked * are made by a TxOperation, in one
+// A change (the arrows marked * are made by a transactional operation, in one
 // transaction each: its change is never seen in flight):
 //
 //	pending ─┬─► applying ─┬─► applied ─┬─► undoing ─┬─► undone
@@ -22,16 +22,16 @@ import "fmt"
 //
 //	pending  → expired       the preview's time to live passed (a claim, ExpireStale)
 //	pending  → applying      a confirmation token claimed the change
-//	pending  → applied       * a TxOperation applied inside the claim
-//	pending  → apply_failed  * a TxOperation's apply failed (recorded after the rollback)
+//	pending  → applied       * a transactional operation applied inside the claim
+//	pending  → apply_failed  * a transactional operation's apply failed (recorded after the rollback)
 //	applying → applied       Apply returned
 //	applying → apply_failed  the state check refused, Apply failed, its result was
 //	                         too large, or an operator reconciled the change
 //	applied  → undoing       an undo token, or a run's undo, claimed the change
-//	applied  → undone        * a TxOperation undone inside the claim or inside a
+//	applied  → undone        * a transactional operation undone inside the claim or inside a
 //	                         run's transactional segment; a change of a run with
 //	                         no net effect closed without a write
-//	applied  → undo_failed   * a TxOperation's undo failed, alone or in a run
+//	applied  → undo_failed   * a transactional operation's undo failed, alone or in a run
 //	undoing  → undone        Undo returned, or no write was needed
 //	undoing  → undo_failed   the state check refused, Undo failed, or an operator
 //	                         reconciled the change

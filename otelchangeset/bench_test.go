@@ -41,8 +41,8 @@ func BenchmarkCycle(b *testing.B) {
 			b.Cleanup(func() { g.Close() })
 			value := ""
 			changeset.Register(g, &mcp.Tool{Name: "set"}, changeset.Operation[setIn, setIn, setOut]{
-				Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-					return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "key:" + in.Key}, nil
+				Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+					return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key, Resource: "key:" + in.Key}, nil
 				},
 				Apply: func(ctx context.Context, p setIn) (setOut, error) {
 					old := value

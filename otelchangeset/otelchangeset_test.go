@@ -91,8 +91,8 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(func() { g.Close() })
 	changeset.Register(g, &mcp.Tool{Name: "set_setting"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{
 				Payload:  in,
 				Diff:     changeset.DiffFields(map[string]any{in.Key: h.store.get(in.Key)}, map[string]any{in.Key: in.Value}),
 				Summary:  "Set " + in.Key,
@@ -113,8 +113,8 @@ func newHarness(t *testing.T) *harness {
 	})
 	changeset.Register(g, &mcp.Tool{Name: "strict_setting"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
 			return setOut{}, changeset.Refuse("the value %q is not allowed for %s", p.Value, p.Key) // text with the payload
@@ -122,16 +122,16 @@ func newHarness(t *testing.T) *harness {
 	})
 	changeset.Register(g, &mcp.Tool{Name: "busy_setting"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set " + in.Key}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) {
 			return setOut{}, fmt.Errorf("the settings service: %w", changeset.ErrBusy) // a sentinel of the library, reused
 		},
 	})
 	changeset.Register(g, &mcp.Tool{Name: "unreadable"}, changeset.Operation[setIn, setIn, setOut]{
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{}, fmt.Errorf("read: %w", &fs.PathError{Op: "open", Path: secretPath, Err: fs.ErrPermission})
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return nil, fmt.Errorf("read: %w", &fs.PathError{Op: "open", Path: secretPath, Err: fs.ErrPermission})
 		},
 		Apply: func(ctx context.Context, p setIn) (setOut, error) { return setOut{}, nil },
 	})
@@ -140,7 +140,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// registerRowOp registers set_row, a TxOperation on a table in the
+// registerRowOp registers set_row, a transactional operation on a table in the
 // ledger's database.
 func registerRowOp(t *testing.T, g *changeset.Guard) {
 	if _, err := g.Ledger().DB().Exec(`CREATE TABLE rows_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
@@ -154,12 +154,12 @@ func registerRowOp(t *testing.T, g *changeset.Guard) {
 		}
 		return v, err
 	}
-	changeset.RegisterTx(g, &mcp.Tool{Name: "set_row"}, changeset.TxOperation[setIn, setIn, setOut]{
+	changeset.Register(g, &mcp.Tool{Name: "set_row"}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // its diff is not what the test is about
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "Set row " + in.Key, Resource: "row:" + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "Set row " + in.Key, Resource: "row:" + in.Key}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
 			old, err := read(ctx, tx, p.Key)
 			if err == nil {
 				_, err = tx.ExecContext(ctx, `INSERT INTO rows_kv (key, value) VALUES (?, ?)
@@ -167,11 +167,11 @@ func registerRowOp(t *testing.T, g *changeset.Guard) {
 			}
 			return setOut{Previous: old}, err
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
 			_, err := tx.ExecContext(ctx, `UPDATE rows_kv SET value = ? WHERE key = ?`, r.Previous, p.Key)
 			return err
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return read(ctx, tx, p.Key) },
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return read(ctx, tx, p.Key) },
 	})
 }
 

@@ -16,7 +16,7 @@ import (
 // BenchmarkCycle measures one preview and apply of an update of a row,
 // through the adapter and through a hand-written operation doing the same
 // (read the row at preview, check it and write it at apply, Observe), on
-// the same SQLite table, in the ledger's database (TxOperation) and in one
+// the same SQLite table, in the ledger's database (with ApplyTx) and in one
 // of its own (Operation). commits/op must be equal for both.
 //
 //	go test ./sqltable -run '^$' -bench Cycle -benchtime 2000x
@@ -166,30 +166,39 @@ func registerHand(g *changeset.Guard, db *sql.DB, inLedger bool) {
 		return cur, nil
 	}
 	if inLedger {
-		changeset.RegisterTx(g, &mcp.Tool{Name: "update"}, changeset.NewTxOperation(preview, apply).WithUndo(undo).WithObserve(
-			func(ctx context.Context, tx *sql.Tx, p handPayload) (any, error) { return observe(ctx, tx, p) }))
+		changeset.Register(g, &mcp.Tool{Name: "update"}, changeset.Operation[handIn, handPayload, person]{
+			Preview:   preview,
+			ApplyTx:   apply,
+			UndoTx:    undo,
+			ObserveTx: func(ctx context.Context, tx *sql.Tx, p handPayload) (any, error) { return observe(ctx, tx, p) },
+		})
 		return
 	}
-	changeset.Register(g, &mcp.Tool{Name: "update"}, changeset.NewOperation(preview, func(ctx context.Context, p handPayload) (person, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return person{}, err
-		}
-		defer tx.Rollback()
-		out, err := apply(ctx, tx, p)
-		if err != nil {
-			return person{}, err
-		}
-		return out, tx.Commit()
-	}).WithUndo(func(ctx context.Context, p handPayload, r person) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if err := undo(ctx, tx, p, r); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}).WithObserve(func(ctx context.Context, p handPayload) (any, error) { return observe(ctx, db, p) }))
+	changeset.Register(g, &mcp.Tool{Name: "update"}, changeset.Operation[handIn, handPayload, person]{
+		Preview: preview,
+		Apply: func(ctx context.Context, p handPayload) (person, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return person{}, err
+			}
+			defer tx.Rollback()
+			out, err := apply(ctx, tx, p)
+			if err != nil {
+				return person{}, err
+			}
+			return out, tx.Commit()
+		},
+		Undo: func(ctx context.Context, p handPayload, r person) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := undo(ctx, tx, p, r); err != nil {
+				return err
+			}
+			return tx.Commit()
+		},
+		Observe: func(ctx context.Context, p handPayload) (any, error) { return observe(ctx, db, p) },
+	})
 }

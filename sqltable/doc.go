@@ -78,7 +78,7 @@
 //
 //   - A table in the ledger's own database (db is the same *sql.DB as
 //     guard.Ledger().DB()) gets transactional operations
-//     (changeset.TxOperation): the claim, the check, the write and the
+//     (ApplyTx): the claim, the check, the write and the
 //     ledger's record of it commit together or not at all. A change is
 //     applied exactly once, even if the process dies at any point.
 //   - A table in any other database gets ordinary operations

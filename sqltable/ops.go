@@ -227,30 +227,41 @@ func (t *Table) observe(ctx context.Context, q querier, p payload) (any, error) 
 	return t.state(r), nil
 }
 
-// register adds the operation to g: a TxOperation when t is in the
-// ledger's own database, so that the write commits with the ledger's record
-// of it; an Operation otherwise, each of whose writes runs in a
-// transaction of its own on t's database. P is the payload, R the result.
+// register adds the operation to g: with ApplyTx, UndoTx and ObserveTx
+// when t is in the ledger's own database, so that the write commits with
+// the ledger's record of it; with Apply, Undo and Observe otherwise, each of
+// whose writes runs in a transaction of its own on t's database. P is the
+// payload, R the result.
 func register[In, P, R any](g *changeset.Guard, tool *mcp.Tool, t *Table,
 	preview func(context.Context, In) (*changeset.Proposal[P], error),
 	apply func(ctx context.Context, tx *sql.Tx, p P) (R, error),
 	undo func(ctx context.Context, tx *sql.Tx, p P, result R) error,
 	observe func(ctx context.Context, q querier, p P) (any, error)) {
 	if t.InLedger(g) {
-		changeset.RegisterTx(g, tool, changeset.NewTxOperation(preview, apply).WithUndo(undo).WithObserve(
-			func(ctx context.Context, tx *sql.Tx, p P) (any, error) { return observe(ctx, tx, p) }))
+		changeset.Register(g, tool, changeset.Operation[In, P, R]{
+			Preview: preview,
+			ApplyTx: apply,
+			UndoTx:  undo,
+			ObserveTx: func(ctx context.Context, tx *sql.Tx, p P) (any, error) {
+				return observe(ctx, tx, p)
+			},
+		})
 		return
 	}
-	op := changeset.NewOperation(preview, func(ctx context.Context, p P) (out R, err error) {
-		err = t.inTx(ctx, func(tx *sql.Tx) error {
-			out, err = apply(ctx, tx, p)
-			return err
-		})
-		return out, err
+	changeset.Register(g, tool, changeset.Operation[In, P, R]{
+		Preview: preview,
+		Apply: func(ctx context.Context, p P) (out R, err error) {
+			err = t.inTx(ctx, func(tx *sql.Tx) error {
+				out, err = apply(ctx, tx, p)
+				return err
+			})
+			return out, err
+		},
+		Undo: func(ctx context.Context, p P, result R) error {
+			return t.inTx(ctx, func(tx *sql.Tx) error { return undo(ctx, tx, p, result) })
+		},
+		Observe: func(ctx context.Context, p P) (any, error) { return observe(ctx, t.db, p) },
 	})
-	changeset.Register(g, tool, op.WithUndo(func(ctx context.Context, p P, result R) error {
-		return t.inTx(ctx, func(tx *sql.Tx) error { return undo(ctx, tx, p, result) })
-	}).WithObserve(func(ctx context.Context, p P) (any, error) { return observe(ctx, t.db, p) }))
 }
 
 // InLedger reports whether t is in the database of g's ledger (the same

@@ -6,7 +6,7 @@
 //     conditional UPDATE the same SQLite file, with the ledger's pragmas
 //     (WAL, synchronous=FULL, BEGIN IMMEDIATE), commits per second;
 //   - full ledger cycles (preview, apply, undo through the Go API) per
-//     second, for an ordinary Operation and a TxOperation, the commits
+//     second, for an ordinary Operation and a transactional operation, the commits
 //     each step costs, and the ledger's commit rate as a share of the
 //     baseline's;
 //   - the CPU time a cycle costs outside fsync, from the same workload on

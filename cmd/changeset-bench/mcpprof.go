@@ -118,8 +118,8 @@ func registerSettings(server *mcp.Server, g *changeset.Guard) {
 		settings[k] = v
 		return old
 	}
-	op := changeset.NewOperation(
-		func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
+	op := changeset.Operation[setting, setting, applied]{
+		Preview: func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
 			current, ok := get(in.Key)
 			if !ok {
 				return nil, changeset.Refuse("unknown setting %q (known: theme, language)", in.Key)
@@ -130,16 +130,18 @@ func registerSettings(server *mcp.Server, g *changeset.Guard) {
 				Summary: fmt.Sprintf("Set %s to %q", in.Key, in.Value),
 			}, nil
 		},
-		func(ctx context.Context, p setting) (applied, error) {
+		Apply: func(ctx context.Context, p setting) (applied, error) {
 			return applied{Previous: set(p.Key, p.Value)}, nil
 		},
-	).WithUndo(func(ctx context.Context, p setting, r applied) error {
-		set(p.Key, r.Previous)
-		return nil
-	}).WithObserve(func(ctx context.Context, p setting) (any, error) {
-		v, _ := get(p.Key)
-		return v, nil
-	})
+		Undo: func(ctx context.Context, p setting, r applied) error {
+			set(p.Key, r.Previous)
+			return nil
+		},
+		Observe: func(ctx context.Context, p setting) (any, error) {
+			v, _ := get(p.Key)
+			return v, nil
+		},
+	}
 	changeset.Register(g, &mcp.Tool{Name: "set_setting", Description: "Change a setting."}, op)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "get_settings",

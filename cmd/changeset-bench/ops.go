@@ -20,7 +20,7 @@ const (
 	// and recorded in another.
 	opOrdinary = "bench_set"
 	// opTx sets a row of a table in the ledger's own database: a
-	// TxOperation, applied in one transaction with its bookkeeping.
+	// transactional operation, applied in one transaction with its bookkeeping.
 	opTx = "bench_set_tx"
 	// opRace appends its tag to the process's marker file and has neither
 	// Observe nor Undo: processes race to apply changes that the parent
@@ -95,8 +95,8 @@ func (s *store) mark(tag string) error {
 // register adds the three operations to g. withTx adds opTx and its
 // table; the PostgreSQL runs leave it out.
 func register(g *changeset.Guard, s *store, withTx bool) error {
-	preview := func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-		return changeset.Proposal[setIn]{
+	preview := func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+		return &changeset.Proposal[setIn]{
 			Payload:  in,
 			Diff:     changeset.DiffFields(map[string]any{in.Key: s.get(in.Key)}, map[string]any{in.Key: in.Value}),
 			Summary:  "set " + in.Key,
@@ -119,8 +119,8 @@ func register(g *changeset.Guard, s *store, withTx bool) error {
 	})
 	changeset.Register(g, &mcp.Tool{Name: opRace}, changeset.Operation[setIn, setIn, struct{}]{
 		AllowEmptyDiff: true, // the benchmark measures the path, not the diff
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "race " + in.Tag}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "race " + in.Tag}, nil
 		},
 		Apply: func(ctx context.Context, p setIn) (struct{}, error) { return struct{}{}, s.mark(p.Tag) },
 	})
@@ -130,12 +130,12 @@ func register(g *changeset.Guard, s *store, withTx bool) error {
 	if _, err := g.Ledger().DB().Exec(txSchema); err != nil {
 		return fmt.Errorf("create the benchmark's tables: %w", err)
 	}
-	changeset.RegisterTx(g, &mcp.Tool{Name: opTx}, changeset.TxOperation[setIn, setIn, setOut]{
+	changeset.Register(g, &mcp.Tool{Name: opTx}, changeset.Operation[setIn, setIn, setOut]{
 		AllowEmptyDiff: true, // the benchmark measures the path, not the diff
-		Preview: func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-			return changeset.Proposal[setIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
+		Preview: func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+			return &changeset.Proposal[setIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
 		},
-		Apply: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
+		ApplyTx: func(ctx context.Context, tx *sql.Tx, p setIn) (setOut, error) {
 			old, err := txGet(ctx, tx, p.Key)
 			if err != nil {
 				return setOut{}, err
@@ -148,11 +148,11 @@ func register(g *changeset.Guard, s *store, withTx bool) error {
 				ON CONFLICT (tag) DO UPDATE SET n = n + 1`, p.Tag)
 			return setOut{Previous: old}, err
 		},
-		Undo: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
+		UndoTx: func(ctx context.Context, tx *sql.Tx, p setIn, r setOut) error {
 			_, err := tx.ExecContext(ctx, `UPDATE bench_kv SET value = ? WHERE key = ?`, r.Previous, p.Key)
 			return err
 		},
-		Observe: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return txGet(ctx, tx, p.Key) },
+		ObserveTx: func(ctx context.Context, tx *sql.Tx, p setIn) (any, error) { return txGet(ctx, tx, p.Key) },
 	})
 	return nil
 }

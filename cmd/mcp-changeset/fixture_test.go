@@ -56,8 +56,8 @@ const secretErrorText = "open /srv/secret/credentials: permission denied"
 // and observe), noundo (no inverse), fail (its apply fails) and hang (its
 // apply never returns; the value is a file it creates when it starts).
 func registerOps(g *changeset.Guard, s *store) {
-	preview := func(ctx context.Context, in setIn) (changeset.Proposal[setIn], error) {
-		return changeset.Proposal[setIn]{
+	preview := func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+		return &changeset.Proposal[setIn]{
 			Payload:  in,
 			Diff:     changeset.DiffFields(map[string]any{in.Key: s.get(in.Key)}, map[string]any{in.Key: in.Value}),
 			Summary:  "Set " + in.Key + " to " + in.Value,

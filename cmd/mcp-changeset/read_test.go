@@ -269,8 +269,8 @@ func TestShow_MarksRedactedFieldsAndNeverPrintsThemOrTheirHash(t *testing.T) {
 		Secret string `json:"secret" changeset:"redact"`
 	}
 	changeset.Register(g, &mcp.Tool{Name: "set_secret"}, changeset.Operation[cred, cred, struct{}]{
-		Preview: func(ctx context.Context, in cred) (changeset.Proposal[cred], error) {
-			return changeset.Proposal[cred]{Payload: in, Diff: []changeset.DiffEntry{{Field: "secret", After: in.Secret}}}, nil
+		Preview: func(ctx context.Context, in cred) (*changeset.Proposal[cred], error) {
+			return &changeset.Proposal[cred]{Payload: in, Diff: []changeset.DiffEntry{{Field: "secret", After: in.Secret}}}, nil
 		},
 		Apply: func(ctx context.Context, p cred) (struct{}, error) {
 			return struct{}{}, errors.New("refused by the backend")

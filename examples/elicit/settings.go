@@ -67,29 +67,31 @@ type settingsOutput struct {
 // register adds the guarded set_setting to guard and the read tool
 // get_settings to server.
 func register(server *mcp.Server, guard *changeset.Guard, s *store) {
-	op := changeset.NewOperation(
-		func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
-			current, ok := s.Get(in.Key)
-			if !ok {
-				return nil, changeset.Refuse("unknown setting %q (known: theme, language)", in.Key)
-			}
-			return &changeset.Proposal[setting]{
-				Payload: in,
-				Diff:    changeset.DiffFields(map[string]any{in.Key: current}, map[string]any{in.Key: in.Value}),
-				Summary: fmt.Sprintf("Set %s to %s", in.Key, changeset.Quote(in.Value)),
-			}, nil
-		},
-		func(ctx context.Context, p setting) (applied, error) {
-			return applied{Previous: s.Set(p.Key, p.Value)}, nil
-		},
-	).WithUndo(func(ctx context.Context, p setting, r applied) error {
-		s.Set(p.Key, r.Previous)
-		return nil
-	}).WithObserve(func(ctx context.Context, p setting) (any, error) {
-		v, _ := s.Get(p.Key)
-		return v, nil
-	})
-	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."}, op)
+	changeset.Register(guard, &mcp.Tool{Name: "set_setting", Description: "Change a setting."},
+		changeset.Operation[setting, setting, applied]{
+			Preview: func(ctx context.Context, in setting) (*changeset.Proposal[setting], error) {
+				current, ok := s.Get(in.Key)
+				if !ok {
+					return nil, changeset.Refuse("unknown setting %q (known: theme, language)", in.Key)
+				}
+				return &changeset.Proposal[setting]{
+					Payload: in,
+					Diff:    changeset.DiffFields(map[string]any{in.Key: current}, map[string]any{in.Key: in.Value}),
+					Summary: fmt.Sprintf("Set %s to %s", in.Key, changeset.Quote(in.Value)),
+				}, nil
+			},
+			Apply: func(ctx context.Context, p setting) (applied, error) {
+				return applied{Previous: s.Set(p.Key, p.Value)}, nil
+			},
+			Undo: func(ctx context.Context, p setting, r applied) error {
+				s.Set(p.Key, r.Previous)
+				return nil
+			},
+			Observe: func(ctx context.Context, p setting) (any, error) {
+				v, _ := s.Get(p.Key)
+				return v, nil
+			},
+		})
 
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "get_settings",

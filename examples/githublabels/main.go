@@ -165,7 +165,7 @@ type (
 func register(guard *changeset.Guard, allow *allowlist, gh *github) {
 	op := func(add bool) changeset.Operation[labelsInput, labelsPayload, previous] {
 		return changeset.Operation[labelsInput, labelsPayload, previous]{
-			Preview: func(ctx context.Context, in labelsInput) (changeset.Proposal[labelsPayload], error) {
+			Preview: func(ctx context.Context, in labelsInput) (*changeset.Proposal[labelsPayload], error) {
 				return propose(ctx, allow, gh, in, add)
 			},
 			Apply: func(ctx context.Context, p labelsPayload) (previous, error) {
@@ -229,31 +229,31 @@ func allowed(allow *allowlist, name string) (repo, error) {
 
 // propose checks an add_labels or remove_labels call against the allowlist
 // and GitHub, and proposes the issue's new label set.
-func propose(ctx context.Context, allow *allowlist, gh *github, in labelsInput, add bool) (changeset.Proposal[labelsPayload], error) {
+func propose(ctx context.Context, allow *allowlist, gh *github, in labelsInput, add bool) (*changeset.Proposal[labelsPayload], error) {
 	var none changeset.Proposal[labelsPayload]
 	r, err := allowed(allow, in.Repo)
 	if err != nil {
-		return none, err
+		return &none, err
 	}
 	if in.Issue <= 0 {
-		return none, changeset.Refuse("the issue number must be positive")
+		return &none, changeset.Refuse("the issue number must be positive")
 	}
 	if len(in.Labels) == 0 || len(in.Labels) > maxLabels {
-		return none, changeset.Refuse("name between 1 and %d labels", maxLabels)
+		return &none, changeset.Refuse("name between 1 and %d labels", maxLabels)
 	}
 	for _, l := range in.Labels {
 		if strings.TrimSpace(l) == "" || utf8.RuneCountInString(l) > maxLabelRunes {
-			return none, changeset.Refuse("label %q: a label name has 1 to %d characters", l, maxLabelRunes)
+			return &none, changeset.Refuse("label %q: a label name has 1 to %d characters", l, maxLabelRunes)
 		}
 	}
 
 	before, err := gh.issueLabels(ctx, r, in.Issue)
 	if err != nil {
-		return none, err
+		return &none, err
 	}
 	existing, err := gh.repoLabels(ctx, r)
 	if err != nil {
-		return none, err
+		return &none, err
 	}
 	// GitHub matches label names without regard to case; use the
 	// repository's own spelling.
@@ -261,7 +261,7 @@ func propose(ctx context.Context, allow *allowlist, gh *github, in labelsInput, 
 	for _, l := range in.Labels {
 		i := slices.IndexFunc(existing, func(e string) bool { return strings.EqualFold(e, l) })
 		if i < 0 {
-			return none, changeset.Refuse("label %q does not exist in %s; this server only uses existing labels", l, r)
+			return &none, changeset.Refuse("label %q does not exist in %s; this server only uses existing labels", l, r)
 		}
 		if !slices.Contains(labels, existing[i]) {
 			labels = append(labels, existing[i])
@@ -283,11 +283,11 @@ func propose(ctx context.Context, allow *allowlist, gh *github, in labelsInput, 
 	slices.Sort(after)
 	if slices.Equal(before, after) {
 		if add {
-			return none, changeset.Refuse("issue %s#%d already has these labels; nothing to change", r, in.Issue)
+			return &none, changeset.Refuse("issue %s#%d already has these labels; nothing to change", r, in.Issue)
 		}
-		return none, changeset.Refuse("issue %s#%d has none of these labels; nothing to change", r, in.Issue)
+		return &none, changeset.Refuse("issue %s#%d has none of these labels; nothing to change", r, in.Issue)
 	}
-	return changeset.Proposal[labelsPayload]{
+	return &changeset.Proposal[labelsPayload]{
 		Payload: labelsPayload{Repo: r.String(), Issue: in.Issue, Labels: labels, Before: before, After: after},
 		Diff:    changeset.DiffFields(map[string]any{"labels": before}, map[string]any{"labels": after}),
 		Summary: fmt.Sprintf("%s %s on %s#%d", verb, quoteAll(labels), r, in.Issue),

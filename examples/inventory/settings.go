@@ -128,14 +128,17 @@ func registerSettings(server *mcp.Server, guard *changeset.Guard, file *kv.JSONF
 	apply := func(ctx context.Context, c settingChange) (settingSet, error) {
 		return settingSet{Key: c.Key, Value: c.After}, swap(ctx, file, c.Key, c.Before, c.After)
 	}
-	op := changeset.NewOperation(preview, apply).
-		WithUndo(func(ctx context.Context, c settingChange, _ settingSet) error {
+	op := changeset.Operation[setSettingIn, settingChange, settingSet]{
+		Preview: preview,
+		Apply:   apply,
+		Undo: func(ctx context.Context, c settingChange, _ settingSet) error {
 			return swap(ctx, file, c.Key, c.After, c.Before)
-		}).
-		WithObserve(func(ctx context.Context, c settingChange) (any, error) {
+		},
+		Observe: func(ctx context.Context, c settingChange) (any, error) {
 			v, err := file.Get(ctx, c.Key)
 			return rawState(v), err
-		})
+		},
+	}
 	changeset.Register(guard, &mcp.Tool{Name: "set_store_setting", Description: "Set one store setting: currency, tax_rate or store_name."}, op)
 
 	mcp.AddTool(server, &mcp.Tool{Name: "get_store_settings", Description: "Read the store settings, defaults included.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

@@ -128,30 +128,30 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store, log *slog.Lo
 
 	changeset.Register(guard, &mcp.Tool{Name: "write_note", Description: "Create a note or replace its content."},
 		changeset.Operation[writeInput, writePayload, previous]{
-			Preview: func(ctx context.Context, in writeInput) (changeset.Proposal[writePayload], error) {
+			Preview: func(ctx context.Context, in writeInput) (*changeset.Proposal[writePayload], error) {
 				if err := checkName(in.Name); err != nil {
-					return changeset.Proposal[writePayload]{}, err
+					return nil, err
 				}
 				if len(in.Content) > maxContentBytes {
-					return changeset.Proposal[writePayload]{}, changeset.Refuse(
+					return nil, changeset.Refuse(
 						"the content is %d bytes; a note holds at most %d bytes (32 KiB)", len(in.Content), maxContentBytes)
 				}
 				old, existed, err := s.current(in.Name)
 				if err != nil {
-					return changeset.Proposal[writePayload]{}, err
+					return nil, err
 				}
 				p := writePayload{Name: in.Name, Content: in.Content}
 				before := map[string]any{}
 				summary := fmt.Sprintf("Create note %s (%s)", changeset.Quote(in.Name), byteCount(len(in.Content)))
 				if existed {
 					if string(old) == in.Content {
-						return changeset.Proposal[writePayload]{}, changeset.Refuse("the note %q already has this content; nothing to change", in.Name)
+						return nil, changeset.Refuse("the note %q already has this content; nothing to change", in.Name)
 					}
 					p.ExpectedSHA256 = digest(old)
 					before["content"] = string(old)
 					summary = fmt.Sprintf("Replace note %s (%s → %s)", changeset.Quote(in.Name), byteCount(len(old)), byteCount(len(in.Content)))
 				}
-				return changeset.Proposal[writePayload]{
+				return &changeset.Proposal[writePayload]{
 					Payload:  p,
 					Diff:     changeset.DiffFields(before, map[string]any{"content": in.Content}),
 					Summary:  summary,
@@ -178,18 +178,18 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store, log *slog.Lo
 
 	changeset.Register(guard, &mcp.Tool{Name: "delete_note", Description: "Delete a note."},
 		changeset.Operation[deleteInput, deletePayload, previous]{
-			Preview: func(ctx context.Context, in deleteInput) (changeset.Proposal[deletePayload], error) {
+			Preview: func(ctx context.Context, in deleteInput) (*changeset.Proposal[deletePayload], error) {
 				if err := checkName(in.Name); err != nil {
-					return changeset.Proposal[deletePayload]{}, err
+					return nil, err
 				}
 				old, existed, err := s.current(in.Name)
 				if err != nil {
-					return changeset.Proposal[deletePayload]{}, err
+					return nil, err
 				}
 				if !existed {
-					return changeset.Proposal[deletePayload]{}, changeset.Refuse("the note %q does not exist", in.Name)
+					return nil, changeset.Refuse("the note %q does not exist", in.Name)
 				}
-				return changeset.Proposal[deletePayload]{
+				return &changeset.Proposal[deletePayload]{
 					Payload:  deletePayload{Name: in.Name, ExpectedSHA256: digest(old)},
 					Diff:     changeset.DiffFields(map[string]any{"content": string(old)}, nil),
 					Summary:  fmt.Sprintf("Delete note %s (%s)", changeset.Quote(in.Name), byteCount(len(old))),

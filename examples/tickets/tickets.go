@@ -183,51 +183,51 @@ type (
 
 // register adds the three guarded operations and list_tickets.
 func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
-	changeset.RegisterTx(g, &mcp.Tool{Name: "create_ticket", Description: "Create a ticket."},
-		changeset.TxOperation[createIn, createPayload, Ticket]{
-			Preview: func(ctx context.Context, in createIn) (changeset.Proposal[createPayload], error) {
+	changeset.Register(g, &mcp.Tool{Name: "create_ticket", Description: "Create a ticket."},
+		changeset.Operation[createIn, createPayload, Ticket]{
+			Preview: func(ctx context.Context, in createIn) (*changeset.Proposal[createPayload], error) {
 				if err := validTitle(in.Title); err != nil {
-					return changeset.Proposal[createPayload]{}, err
+					return nil, err
 				}
 				id, err := t.reserveID(ctx)
 				if err != nil {
-					return changeset.Proposal[createPayload]{}, err
+					return nil, err
 				}
-				return changeset.Proposal[createPayload]{
+				return &changeset.Proposal[createPayload]{
 					Payload:  createPayload{ID: id, Title: in.Title},
 					Diff:     changeset.DiffFields(nil, map[string]any{"title": in.Title, "status": "open"}),
 					Summary:  fmt.Sprintf("Create ticket #%d %s", id, changeset.Quote(in.Title)),
 					Resource: resource(id),
 				}, nil
 			},
-			Apply: func(ctx context.Context, tx *sql.Tx, p createPayload) (Ticket, error) {
+			ApplyTx: func(ctx context.Context, tx *sql.Tx, p createPayload) (Ticket, error) {
 				t.runHook()
 				tk := Ticket{ID: p.ID, Title: p.Title, Status: "open", Version: 1, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 				_, err := tx.ExecContext(ctx, `INSERT INTO tickets (id, title, status, version, created_at) VALUES (?, ?, ?, ?, ?)`,
 					tk.ID, tk.Title, tk.Status, tk.Version, tk.CreatedAt)
 				return tk, err
 			},
-			Undo: func(ctx context.Context, tx *sql.Tx, p createPayload, created Ticket) error {
+			UndoTx: func(ctx context.Context, tx *sql.Tx, p createPayload, created Ticket) error {
 				t.runHook()
 				return casExec(ctx, tx, "undo create", `DELETE FROM tickets WHERE id = ? AND version = ?`, p.ID, created.Version)
 			},
-			Observe: func(ctx context.Context, tx *sql.Tx, p createPayload) (any, error) { return observe(ctx, tx, p.ID) },
+			ObserveTx: func(ctx context.Context, tx *sql.Tx, p createPayload) (any, error) { return observe(ctx, tx, p.ID) },
 		})
 
-	changeset.RegisterTx(g, &mcp.Tool{Name: "update_ticket", Description: "Change a ticket's title and status."},
-		changeset.TxOperation[updateIn, updatePayload, Ticket]{
-			Preview: func(ctx context.Context, in updateIn) (changeset.Proposal[updatePayload], error) {
+	changeset.Register(g, &mcp.Tool{Name: "update_ticket", Description: "Change a ticket's title and status."},
+		changeset.Operation[updateIn, updatePayload, Ticket]{
+			Preview: func(ctx context.Context, in updateIn) (*changeset.Proposal[updatePayload], error) {
 				if err := validTitle(in.Title); err != nil {
-					return changeset.Proposal[updatePayload]{}, err
+					return nil, err
 				}
 				if err := validStatus(in.Status); err != nil {
-					return changeset.Proposal[updatePayload]{}, err
+					return nil, err
 				}
 				tk, ok, err := get(ctx, t.db, in.ID)
 				if err != nil || !ok {
-					return changeset.Proposal[updatePayload]{}, orNoTicket(err, in.ID)
+					return nil, orNoTicket(err, in.ID)
 				}
-				return changeset.Proposal[updatePayload]{
+				return &changeset.Proposal[updatePayload]{
 					Payload: updatePayload{ID: in.ID, Title: in.Title, Status: in.Status, Version: tk.Version},
 					Diff: changeset.DiffFields(map[string]any{"title": tk.Title, "status": tk.Status},
 						map[string]any{"title": in.Title, "status": in.Status}),
@@ -235,7 +235,7 @@ func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
 					Resource: resource(in.ID),
 				}, nil
 			},
-			Apply: func(ctx context.Context, tx *sql.Tx, p updatePayload) (Ticket, error) {
+			ApplyTx: func(ctx context.Context, tx *sql.Tx, p updatePayload) (Ticket, error) {
 				t.runHook()
 				old, _, err := get(ctx, tx, p.ID)
 				if err != nil {
@@ -247,29 +247,29 @@ func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
 			// The undo puts the row back exactly as it was, version included:
 			// the ticket then reads as if the update never happened, and a
 			// change previewed before the update matches it again.
-			Undo: func(ctx context.Context, tx *sql.Tx, p updatePayload, old Ticket) error {
+			UndoTx: func(ctx context.Context, tx *sql.Tx, p updatePayload, old Ticket) error {
 				t.runHook()
 				return casExec(ctx, tx, "undo update", `UPDATE tickets SET title = ?, status = ?, version = ? WHERE id = ? AND version = ?`,
 					old.Title, old.Status, old.Version, p.ID, p.Version+1)
 			},
-			Observe: func(ctx context.Context, tx *sql.Tx, p updatePayload) (any, error) { return observe(ctx, tx, p.ID) },
+			ObserveTx: func(ctx context.Context, tx *sql.Tx, p updatePayload) (any, error) { return observe(ctx, tx, p.ID) },
 		})
 
-	changeset.RegisterTx(g, &mcp.Tool{Name: "delete_ticket", Description: "Delete a ticket."},
-		changeset.TxOperation[deleteIn, deletePayload, Ticket]{
-			Preview: func(ctx context.Context, in deleteIn) (changeset.Proposal[deletePayload], error) {
+	changeset.Register(g, &mcp.Tool{Name: "delete_ticket", Description: "Delete a ticket."},
+		changeset.Operation[deleteIn, deletePayload, Ticket]{
+			Preview: func(ctx context.Context, in deleteIn) (*changeset.Proposal[deletePayload], error) {
 				tk, ok, err := get(ctx, t.db, in.ID)
 				if err != nil || !ok {
-					return changeset.Proposal[deletePayload]{}, orNoTicket(err, in.ID)
+					return nil, orNoTicket(err, in.ID)
 				}
-				return changeset.Proposal[deletePayload]{
+				return &changeset.Proposal[deletePayload]{
 					Payload:  deletePayload{ID: in.ID, Version: tk.Version},
 					Diff:     changeset.DiffFields(map[string]any{"title": tk.Title, "status": tk.Status}, nil),
 					Summary:  fmt.Sprintf("Delete ticket #%d %s", in.ID, changeset.Quote(tk.Title)),
 					Resource: resource(in.ID),
 				}, nil
 			},
-			Apply: func(ctx context.Context, tx *sql.Tx, p deletePayload) (Ticket, error) {
+			ApplyTx: func(ctx context.Context, tx *sql.Tx, p deletePayload) (Ticket, error) {
 				t.runHook()
 				old, _, err := get(ctx, tx, p.ID)
 				if err != nil {
@@ -279,13 +279,13 @@ func (t *tracker) register(server *mcp.Server, g *changeset.Guard) {
 			},
 			// The undo restores the row exactly: its ID, its creation time
 			// and its version (nobody can have edited a deleted ticket).
-			Undo: func(ctx context.Context, tx *sql.Tx, p deletePayload, old Ticket) error {
+			UndoTx: func(ctx context.Context, tx *sql.Tx, p deletePayload, old Ticket) error {
 				t.runHook()
 				_, err := tx.ExecContext(ctx, `INSERT INTO tickets (id, title, status, version, created_at) VALUES (?, ?, ?, ?, ?)`,
 					old.ID, old.Title, old.Status, old.Version, old.CreatedAt)
 				return err
 			},
-			Observe: func(ctx context.Context, tx *sql.Tx, p deletePayload) (any, error) { return observe(ctx, tx, p.ID) },
+			ObserveTx: func(ctx context.Context, tx *sql.Tx, p deletePayload) (any, error) { return observe(ctx, tx, p.ID) },
 		})
 
 	mcp.AddTool(server, &mcp.Tool{

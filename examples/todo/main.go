@@ -112,15 +112,15 @@ func lookup(s *store, id int) (todo, error) {
 func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 	changeset.Register(guard, &mcp.Tool{Name: "create_todo", Description: "Add a todo. Its id is chosen by the preview."},
 		changeset.Operation[createInput, createPayload, created]{
-			Preview: func(ctx context.Context, in createInput) (changeset.Proposal[createPayload], error) {
+			Preview: func(ctx context.Context, in createInput) (*changeset.Proposal[createPayload], error) {
 				if err := checkTitle(in.Title); err != nil {
-					return changeset.Proposal[createPayload]{}, err
+					return nil, err
 				}
 				if s.count() >= maxTodos {
-					return changeset.Proposal[createPayload]{}, changeset.Refuse("the list is full (%d todos); delete some first", maxTodos)
+					return nil, changeset.Refuse("the list is full (%d todos); delete some first", maxTodos)
 				}
 				id := s.reserve()
-				return changeset.Proposal[createPayload]{
+				return &changeset.Proposal[createPayload]{
 					Payload:  createPayload{ID: id, Title: in.Title},
 					Diff:     changeset.DiffFields(nil, map[string]any{"id": id, "title": in.Title, "done": false}),
 					Summary:  fmt.Sprintf("Create todo %d: %s", id, changeset.Quote(in.Title)),
@@ -138,15 +138,15 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 
 	changeset.Register(guard, &mcp.Tool{Name: "update_todo", Description: "Change a todo's title or mark it done or not done."},
 		changeset.Operation[updateInput, changePayload, previous]{
-			Preview: func(ctx context.Context, in updateInput) (changeset.Proposal[changePayload], error) {
+			Preview: func(ctx context.Context, in updateInput) (*changeset.Proposal[changePayload], error) {
 				cur, err := lookup(s, in.ID)
 				if err != nil {
-					return changeset.Proposal[changePayload]{}, err
+					return nil, err
 				}
 				after := cur.fields()
 				if in.Title != nil {
 					if err := checkTitle(*in.Title); err != nil {
-						return changeset.Proposal[changePayload]{}, err
+						return nil, err
 					}
 					after.Title = *in.Title
 				}
@@ -154,9 +154,9 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 					after.Done = *in.Done
 				}
 				if after == cur.fields() {
-					return changeset.Proposal[changePayload]{}, changeset.Refuse("todo %d already looks like that; nothing to change", in.ID)
+					return nil, changeset.Refuse("todo %d already looks like that; nothing to change", in.ID)
 				}
-				return changeset.Proposal[changePayload]{
+				return &changeset.Proposal[changePayload]{
 					Payload: changePayload{ID: in.ID, Before: cur.fields(), After: &after},
 					Diff: changeset.DiffFields(map[string]any{"title": cur.Title, "done": cur.Done},
 						map[string]any{"title": after.Title, "done": after.Done}),
@@ -175,12 +175,12 @@ func register(server *mcp.Server, guard *changeset.Guard, s *store) {
 
 	changeset.Register(guard, &mcp.Tool{Name: "delete_todo", Description: "Delete a todo. Its undo restores it under the same id."},
 		changeset.Operation[idInput, changePayload, previous]{
-			Preview: func(ctx context.Context, in idInput) (changeset.Proposal[changePayload], error) {
+			Preview: func(ctx context.Context, in idInput) (*changeset.Proposal[changePayload], error) {
 				cur, err := lookup(s, in.ID)
 				if err != nil {
-					return changeset.Proposal[changePayload]{}, err
+					return nil, err
 				}
-				return changeset.Proposal[changePayload]{
+				return &changeset.Proposal[changePayload]{
 					Payload:  changePayload{ID: in.ID, Before: cur.fields()},
 					Diff:     changeset.DiffFields(map[string]any{"id": cur.ID, "title": cur.Title, "done": cur.Done}, nil),
 					Summary:  fmt.Sprintf("Delete todo %d: %s", in.ID, changeset.Quote(cur.Title)),

@@ -14,7 +14,7 @@ import (
 // changeMoves and runMoves are the moves the state machine allows, written
 // out here independently of package ledger's table: the moves drawn in
 // docs/design.md, those the changeset package makes (one transaction per
-// TxOperation move, a run's transactional undo), and same-status writes
+// transactional operation's move, a run's transactional undo), and same-status writes
 // of finished changes and of an open run (a dry run's token).
 var (
 	changeMoves = []string{

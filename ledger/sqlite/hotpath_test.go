@@ -33,15 +33,17 @@ func TestHotPath_EveryStatementInATransactionIsPrepared(t *testing.T) {
 	type out struct {
 		Previous string `json:"previous"`
 	}
-	op := changeset.NewOperation(
-		func(ctx context.Context, p in) (*changeset.Proposal[in], error) {
+	op := changeset.Operation[in, in, out]{
+		Preview: func(ctx context.Context, p in) (*changeset.Proposal[in], error) {
 			return &changeset.Proposal[in]{Payload: p, Summary: "set " + p.Key, Resource: "key:" + p.Key}, nil
 		},
-		func(ctx context.Context, p in) (out, error) {
+		Apply: func(ctx context.Context, p in) (out, error) {
 			old := values[p.Key]
 			values[p.Key] = p.Value
 			return out{old}, nil
-		}).WithUndo(func(ctx context.Context, p in, r out) error { values[p.Key] = r.Previous; return nil })
+		},
+		Undo: func(ctx context.Context, p in, r out) error { values[p.Key] = r.Previous; return nil },
+	}
 	op.AllowEmptyDiff = true // the statements are what the test is about
 	changeset.Register(g, &mcp.Tool{Name: "set"}, op)
 
