@@ -323,6 +323,7 @@ func (it *iteration) readNote(name string) raceNote {
 // a person wrote.
 func (it *iteration) settle() {
 	it.t.Helper()
+	leftOpen := false // the agent's undo had nothing left to do
 	for attempt := 0; ; attempt++ {
 		d := it.getRun()
 		if d.Status != "open" {
@@ -339,6 +340,14 @@ func (it *iteration) settle() {
 			it.stats["new_review_after_late_changes"]++
 		}
 		dry := it.a.DryRun(it.runID)
+		if len(dry.WillUndo) == 0 && len(dry.NoNetChange) == 0 && dry.ConfirmationToken == "" {
+			// Nothing left to undo (a change that was in flight during the
+			// race has since failed): the agent's undo changes nothing and,
+			// as documented, leaves the run open for a person to close.
+			it.logf("settle: dry run %s", brief(dry))
+			leftOpen = true
+			break
+		}
 		u := it.a.UndoRun(it.runID, dry.ConfirmationToken)
 		it.logf("settle: dry run %s\n  settle: undo %s", brief(dry), brief(u))
 		if !slices.Equal(exampletest.IDs(u.Undone), exampletest.IDs(dry.WillUndo)) || len(u.NotCarriedOut) > 0 || u.Status == "open" {
@@ -364,7 +373,10 @@ func (it *iteration) settle() {
 		}
 	}
 	want := "undone"
-	if len(kept) > 0 {
+	switch {
+	case leftOpen:
+		want = "open"
+	case len(kept) > 0:
 		want = "partially_undone"
 	}
 	if d.Status != want {
