@@ -328,7 +328,7 @@ func TestPreview_EmptyDiffRefusedUnlessAllowed(t *testing.T) {
 	if !errors.Is(err, changeset.ErrNoChange) {
 		t.Errorf("Preview: %v, want ErrNoChange", err)
 	}
-	if list, err := f.guard.Ledger().List(ctx); err != nil || len(list) != 0 {
+	if list, err := f.guard.Ledger().Changes(ctx, ledger.ChangeFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("the refused previews stored %d changes (%v)", len(list), err)
 	}
 

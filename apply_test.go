@@ -399,7 +399,7 @@ func TestApply_ResultOverLimitFailsWithoutUndoToken(t *testing.T) {
 		if rec.Status != ledger.ApplyFailed || f.store.applies.Load() != 1 {
 			t.Fatalf("status %s, applies %d", rec.Status, f.store.applies.Load())
 		}
-		raw, _ := f.guard.Ledger().Get(context.Background(), id)
+		raw, _ := f.guard.Ledger().Change(context.Background(), id)
 		if raw.UndoHash != "" {
 			t.Fatal("an undo token digest was stored for a failed change")
 		}
@@ -431,7 +431,7 @@ func TestPreview_RefusalsStoreNothing(t *testing.T) {
 		if _, err := f.guard.Preview(context.Background(), "set", map[string]any{"key": "theme", "value": "bad \xff byte"}); err == nil {
 			t.Fatal("invalid UTF-8 accepted")
 		}
-		rows, err := f.guard.Ledger().List(context.Background())
+		rows, err := f.guard.Ledger().Changes(context.Background(), ledger.ChangeFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +554,7 @@ func TestPreview_ArgumentsWithInvalidUTF8OrLoneSurrogatesRefused(t *testing.T) {
 				t.Fatalf("arguments %q not refused by the Guard: %+v", args, res.Content)
 			}
 		}
-		rows, _ := f.guard.Ledger().List(context.Background())
+		rows, _ := f.guard.Ledger().Changes(context.Background(), ledger.ChangeFilter{})
 		if len(rows) != 0 {
 			t.Fatalf("%d rows stored", len(rows))
 		}

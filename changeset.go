@@ -72,7 +72,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	if opts.Ledger != nil {
 		g.ledger = opts.Ledger
 	} else {
-		l, err := ledger.OpenContext(context.Background(), opts.LedgerPath, ledger.OpenOptions{
+		l, err := ledger.Open(context.Background(), opts.LedgerPath, ledger.OpenOptions{
 			Create:         true,
 			BusyTimeout:    opts.BusyTimeout,
 			AllowNetworkFS: opts.AllowNetworkFS,

@@ -31,7 +31,7 @@ func testGuardsKeepTheirClocks(t *testing.T, kit backendKit) {
 	ctx := context.Background()
 	ledgerStart := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
 	ledgerClock := testkit.NewClock(ledgerStart)
-	l, err := ledger.OpenContext(ctx, kit.target(t), ledger.OpenOptions{Create: true, Clock: ledgerClock.Now})
+	l, err := ledger.Open(ctx, kit.target(t), ledger.OpenOptions{Create: true, Clock: ledgerClock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ func TestExact_InexactNumberRefusedAtPreview(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "has no exact double") {
 		t.Fatalf("Preview: %v, want a refusal naming the inexact integer", err)
 	}
-	changes, err := f.guard.Ledger().List(context.Background())
+	changes, err := f.guard.Ledger().Changes(context.Background(), ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

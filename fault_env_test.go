@@ -85,7 +85,7 @@ func TestFault_ReadOnlyLedgerRefusesWritesAndSpendsNothing(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("opened read-only", func(t *testing.T) {
-		ro, err := ledger.OpenContext(ctx, f.path, ledger.OpenOptions{ReadOnly: true})
+		ro, err := ledger.Open(ctx, f.path, ledger.OpenOptions{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestFault_CorruptPageIsRefusedAndReportedByCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := digest(t, path)
-		l, err := ledger.Open(path, false)
+		l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{})
 		if err != nil {
 			mustLedgerError(t, "open", err, ledger.ErrCorrupt)
 			return

@@ -47,7 +47,7 @@ var faultKills atomic.Int64
 func checkLedger(t *testing.T, l *ledger.Ledger) {
 	t.Helper()
 	ctx := context.Background()
-	changes, err := l.List(ctx)
+	changes, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
@@ -219,7 +219,7 @@ func (h *killHarness) work() []string {
 	var out []string
 	pending := 0
 	for id, token := range h.confirm {
-		c, err := h.g.Ledger().Get(ctx, id)
+		c, err := h.g.Ledger().Change(ctx, id)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func (h *killHarness) run(kills int) {
 			h.t.Fatalf("only %d of %d helpers were killed mid-work in %d rounds", n, kills, round)
 		}
 		n += h.round(h.work())
-		changes, err := l.List(ctx)
+		changes, err := l.Changes(ctx, ledger.ChangeFilter{})
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func (h *killHarness) run(kills int) {
 			h.t.FailNow()
 		}
 	}
-	inFlight, err := l.List(ctx, ledger.Applying, ledger.Undoing)
+	inFlight, err := l.Changes(ctx, ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applying, ledger.Undoing}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func (h *killHarness) run(kills int) {
 			h.t.Fatalf("reconcile %s: %v %v", c.ID, r, err)
 		}
 	}
-	changes, _ := l.List(ctx)
+	changes, _ := l.Changes(ctx, ledger.ChangeFilter{})
 	h.check(changes)
 	checkLedger(h.t, l)
 	counts := map[ledger.Status]int{}

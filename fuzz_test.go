@@ -91,7 +91,7 @@ func FuzzPreviewInput(f *testing.F) {
 		if !utf8.Valid(data) {
 			t.Fatalf("preview accepted invalid UTF-8: %q", data)
 		}
-		c, err := g.Ledger().Get(ctx, p.ChangeID)
+		c, err := g.Ledger().Change(ctx, p.ChangeID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func FuzzApplyIDAndToken(f *testing.F) {
 		if isUndo {
 			target, right = appliedID, undo
 		}
-		before, err := g.Ledger().Get(ctx, target)
+		before, err := g.Ledger().Change(ctx, target)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func FuzzApplyIDAndToken(f *testing.F) {
 				t.Fatalf("the refusal repeats a token: %v", err)
 			}
 		}
-		after, err := g.Ledger().Get(ctx, target)
+		after, err := g.Ledger().Change(ctx, target)
 		if err != nil {
 			t.Fatal(err)
 		}

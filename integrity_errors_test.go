@@ -115,7 +115,7 @@ func TestIntegrity_FailureKinds(t *testing.T) {
 		mustFail(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": token}, "changed after the preview")
 		checkFailed(t, f, id, wantFailed{ledger.ApplyFailed, ledger.FailureStateChanged, true, "changeset.StateChangedError", "state changed: the resource was not in the state the check expected, so nothing was written"})
 		// The row keeps what the check found, for the people who review it.
-		if c, err := f.guard.Ledger().Get(ctx, id); err != nil || string(c.Before) != `"blue"` || c.After != nil {
+		if c, err := f.guard.Ledger().Change(ctx, id); err != nil || string(c.Before) != `"blue"` || c.After != nil {
 			t.Fatalf("the refused change records before %s after %s (%v); want the found state \"blue\" and no after", c.Before, c.After, err)
 		}
 	})

@@ -47,7 +47,7 @@ var integrityBackends = []integrityBackend{
 		name: "postgres",
 		open: func(t *testing.T) func(*changeset.Options) {
 			dsn := pgtest.DSN(t)
-			l, err := ledger.OpenContext(context.Background(), dsn, ledger.OpenOptions{Create: true})
+			l, err := ledger.Open(context.Background(), dsn, ledger.OpenOptions{Create: true})
 			if err != nil {
 				t.Fatalf("open the PostgreSQL ledger: %v", err)
 			}
@@ -403,7 +403,7 @@ func TestIntegrity_InvalidUTF8RefusedAtPreview(t *testing.T) {
 // countStoredChanges counts every change in g's ledger.
 func countStoredChanges(t *testing.T, g *changeset.Guard) int {
 	t.Helper()
-	all, err := g.Ledger().List(context.Background())
+	all, err := g.Ledger().Changes(context.Background(), ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}

@@ -77,7 +77,7 @@ func TestNew_RefusesLedgersItCannotTrust(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ledger.Open(filepath.Join(dir, "missing.db"), false); !errors.Is(err, ledger.ErrNotExist) {
+	if _, err := ledger.Open(context.Background(), filepath.Join(dir, "missing.db"), ledger.OpenOptions{}); !errors.Is(err, ledger.ErrNotExist) {
 		t.Fatalf("missing ledger with create=false: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "missing.db")); !errors.Is(err, os.ErrNotExist) {
@@ -104,7 +104,7 @@ func TestNew_RefusesForeignNewerAndCorruptLedgers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.Ledger().List(context.Background()); err != nil {
+		if _, err := g.Ledger().Changes(context.Background(), ledger.ChangeFilter{}); err != nil {
 			t.Fatal(err)
 		}
 		g.Close()
@@ -136,7 +136,7 @@ func TestNew_RefusesForeignNewerAndCorruptLedgers(t *testing.T) {
 			before, _ := os.ReadFile(tc.path)
 			g, err := changeset.New(nil, changeset.Options{LedgerPath: tc.path})
 			if err == nil {
-				_, err = g.Ledger().List(context.Background())
+				_, err = g.Ledger().Changes(context.Background(), ledger.ChangeFilter{})
 				g.Close()
 			}
 			if !isLedgerError(err) || !errors.Is(err, tc.want) {

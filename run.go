@@ -106,13 +106,13 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 	}
 	f := ledger.ChangeFilter{RunID: r.ID, Limit: page.Limit + 1}
 	if page.Cursor != "" {
-		after, err := g.ledger.Get(ctx, page.Cursor)
+		after, err := g.ledger.Change(ctx, page.Cursor)
 		if !validID(page.Cursor, changeIDPrefix) || err != nil || after.RunID != r.ID {
 			return nil, Refuse("%s", g.voice.RunCursorInvalid(cut(page.Cursor, 32), r.ID))
 		}
 		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
 	}
-	changes, err := g.ledger.ListChanges(ctx, f)
+	changes, err := g.ledger.Changes(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (g *Guard) listRuns(ctx context.Context, req *mcp.CallToolRequest, status s
 		}
 		f.Statuses = []ledger.RunStatus{s}
 	}
-	runs, err := g.ledger.ListRuns(ctx, f)
+	runs, err := g.ledger.Runs(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 	if !validID(runID, runIDPrefix) {
 		return nil, g.noSuchRun(runID)
 	}
-	r, err := g.ledger.GetRun(ctx, runID)
+	r, err := g.ledger.Run(ctx, runID)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, g.noSuchRun(runID)
 	}

@@ -601,7 +601,7 @@ func TestRunDeps_MultiResourceProposalsThatCannotBeCheckedAreRefused(t *testing.
 			}
 			mustFail(t, f.session, "preview_"+c.op, map[string]any{"values": map[string]any{"a": "10"}}, "preview of "+c.op+" failed")
 		}
-		if all, err := f.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{}); err != nil || len(all) != 0 {
+		if all, err := f.guard.Ledger().Changes(ctx, ledger.ChangeFilter{}); err != nil || len(all) != 0 {
 			t.Fatalf("the refused previews stored %d changes (%v)", len(all), err)
 		}
 		if rows.dump() != before {

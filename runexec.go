@@ -355,7 +355,7 @@ func (e *execution) failAll(steps []undoplan.Step, err error) {
 // lateChanges returns a step for every change of the run that is applied
 // or in flight but not in the plan: it joined after the plan was made.
 func (e *execution) lateChanges(steps []undoplan.Step) ([]undoplan.Step, error) {
-	all, err := e.g.ledger.ListChanges(e.ctx, ledger.ChangeFilter{RunID: e.runID})
+	all, err := e.g.ledger.Changes(e.ctx, ledger.ChangeFilter{RunID: e.runID})
 	if err != nil {
 		return nil, err
 	}

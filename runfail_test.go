@@ -42,9 +42,9 @@ func (f *fixture) record(id string) *ledger.Change {
 // storedRun reads a run's ledger row, failing the test on any error.
 func (f *fixture) storedRun(id string) *ledger.Run {
 	f.t.Helper()
-	r, err := f.guard.Ledger().GetRun(context.Background(), id)
+	r, err := f.guard.Ledger().Run(context.Background(), id)
 	if err != nil {
-		f.t.Fatalf("GetRun(%s): %v", id, err)
+		f.t.Fatalf("Run(%s): %v", id, err)
 	}
 	return r
 }

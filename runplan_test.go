@@ -345,7 +345,7 @@ func TestRunPlan_ApplyInFlightNeverLeavesTheRunUndoing(t *testing.T) {
 		if rep.Status != "open" || len(rep.Skipped) != 1 || !strings.Contains(rep.Skipped[0].Reason, "still being applied") {
 			t.Fatalf("undo = %+v", rep)
 		}
-		r, err := f.guard.Ledger().GetRun(ctx, run)
+		r, err := f.guard.Ledger().Run(ctx, run)
 		if err != nil || r.Status != ledger.RunOpen {
 			t.Fatalf("run = %+v, %v", r, err)
 		}

@@ -61,14 +61,14 @@ func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, err
 // called undone while one remains). It refuses while any change of the run
 // is in flight: its outcome is not known yet.
 func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change, error) {
-	all, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
+	all, err := g.ledger.Changes(ctx, ledger.ChangeFilter{RunID: r.ID})
 	if err != nil {
 		return nil, err
 	}
 	var applied []*ledger.Change
 	for _, c := range all {
 		if c.Status.InFlight() {
-			if cur, err := g.ledger.GetRun(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
+			if cur, err := g.ledger.Run(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
 				return nil, g.runBusy(r.ID) // another request is undoing it: its changes are in flight
 			}
 			return nil, refuse(ErrBusy, "", "%s", g.voice.RunChangeInFlight(r.ID, c.ID, string(c.Status)))
@@ -303,7 +303,7 @@ func (g *Guard) dependencyHold(ctx context.Context, tx *ledger.Tx, c *ledger.Cha
 		if tx != nil {
 			deps, err = tx.Changes(f)
 		} else {
-			deps, err = g.ledger.ListChanges(ctx, f)
+			deps, err = g.ledger.Changes(ctx, f)
 		}
 		if err != nil {
 			return "", err

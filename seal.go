@@ -163,8 +163,7 @@ func loadApprovalKey(ctx context.Context, l *ledger.Ledger, key []byte) (*sealer
 	if key != nil {
 		return newSealer(key)
 	}
-	b := l.Backend()
-	stored, ok, err := b.GetMeta(ctx, b.DB(), approvalKeyMeta)
+	stored, ok, err := l.Meta(ctx, approvalKeyMeta)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +172,7 @@ func loadApprovalKey(ctx context.Context, l *ledger.Ledger, key []byte) (*sealer
 		if _, err := rand.Read(fresh); err != nil {
 			return nil, err
 		}
-		if stored, err = b.SetMetaIfAbsent(ctx, b.DB(), approvalKeyMeta, fresh); err != nil {
+		if stored, err = l.SetMetaIfAbsent(ctx, approvalKeyMeta, fresh); err != nil {
 			return nil, err
 		}
 	}

@@ -57,7 +57,7 @@ func TestSeal_OpensOnlyForItsCallUnderItsKey(t *testing.T) {
 
 func TestLoadApprovalKey_CreatedOnceAndKeptInTheLedger(t *testing.T) {
 	ctx := context.Background()
-	l, err := ledger.OpenContext(ctx, filepath.Join(t.TempDir(), "l.db"), ledger.OpenOptions{Create: true})
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "l.db"), ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestLoadApprovalKey_CreatedOnceAndKeptInTheLedger(t *testing.T) {
 	if _, err := b.open(a.seal(st), "t", "i"); err != nil {
 		t.Fatalf("a second load does not share the first one's key: %v", err)
 	}
-	stored, ok, err := l.Backend().GetMeta(ctx, l.DB(), approvalKeyMeta)
+	stored, ok, err := l.Meta(ctx, approvalKeyMeta)
 	if err != nil || !ok || len(stored) != ApprovalKeySize {
 		t.Fatalf("meta %s = %d bytes, %v, %v", approvalKeyMeta, len(stored), ok, err)
 	}

@@ -72,7 +72,7 @@ func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {
 	if !validID(id, changeIDPrefix) {
 		return nil, changeNotFound(id)
 	}
-	c, err := g.ledger.Get(ctx, id)
+	c, err := g.ledger.Change(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, changeNotFound(id)
 	}

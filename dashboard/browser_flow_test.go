@@ -66,7 +66,7 @@ func TestBrowser_AxeAndAKeyboardOnlyUndo(t *testing.T) {
 	b.step("confirm", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(`#report`)))
 	b.shot("keyboard-undone.png")
 	b.axe("run-undone", src)
-	run, err := f.guard.Ledger().GetRun(t.Context(), s.run)
+	run, err := f.guard.Ledger().Run(t.Context(), s.run)
 	if err != nil || run.Status != ledger.RunPartiallyUndone || run.UndoneBy != "person:ana" {
 		t.Fatalf("run after the keyboard-only undo: %+v, %v", run, err)
 	}

@@ -181,7 +181,7 @@ func TestBrowser_LoginReviewDryRunConfirmAndSeeTheReport(t *testing.T) {
 		t.Errorf("run page after the undo:\n%s", got)
 	}
 	shot("run-undone.png", true)
-	run, err := f.guard.Ledger().GetRun(context.Background(), s.run)
+	run, err := f.guard.Ledger().Run(context.Background(), s.run)
 	if err != nil || run.Status != ledger.RunPartiallyUndone || run.UndoneBy != "person:ana" {
 		t.Fatalf("run after the browser's undo: %+v, %v", run, err)
 	}

@@ -24,7 +24,7 @@ func (f *fixture) refusedApply() string {
 	if !errors.Is(err, changeset.ErrStateChanged) {
 		f.t.Fatalf("apply after an edit: %v, want ErrStateChanged", err)
 	}
-	c, err := f.guard.Ledger().Get(context.Background(), id)
+	c, err := f.guard.Ledger().Change(context.Background(), id)
 	if err != nil || c.Status != ledger.ApplyFailed || c.Failure != ledger.FailureStateChanged || !c.NothingWritten {
 		f.t.Fatalf("refused change: %+v, %v", c, err)
 	}
@@ -84,7 +84,7 @@ func TestChangePage_RefusedUndoShowsWhatItExpectedAndFound(t *testing.T) {
 	if v, _ := f.store.get("motd"); v != "edited by a person" {
 		t.Fatalf("motd = %q: the refused undo wrote", v)
 	}
-	row, _ := f.guard.Ledger().Get(context.Background(), motd)
+	row, _ := f.guard.Ledger().Change(context.Background(), motd)
 	t.Logf("after the refused undo: %s, failure %q", row.Status, row.Failure)
 	page := c.get("/changes/" + motd)
 	if row.Status != ledger.UndoFailed || row.Failure != ledger.FailureStateChanged {

@@ -66,7 +66,7 @@ func TestChangesPage_EachFilterAndCombinations(t *testing.T) {
 		t.Fatalf("undo = %d:\n%s", res.Code, res.Body)
 	}
 	f.clock.Advance(10 * time.Second)
-	other, err := f.guard.Ledger().ListChanges(t.Context(), ledger.ChangeFilter{RunID: s.other})
+	other, err := f.guard.Ledger().Changes(t.Context(), ledger.ChangeFilter{RunID: s.other})
 	if err != nil || len(other) != 1 {
 		t.Fatalf("the second run's changes: %v, %v", other, err)
 	}
@@ -98,7 +98,7 @@ func TestChangesPage_EachFilterAndCombinations(t *testing.T) {
 			got := listed(res.Body)
 			want := tc.want
 			if tc.query == "since=7d" {
-				all, _ := f.guard.Ledger().ListChanges(t.Context(), ledger.ChangeFilter{})
+				all, _ := f.guard.Ledger().Changes(t.Context(), ledger.ChangeFilter{})
 				want = nil
 				for _, ch := range all {
 					want = append(want, ch.ID)

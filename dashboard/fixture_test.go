@@ -314,16 +314,16 @@ func (f *fixture) callTool(name string, args map[string]any) map[string]any {
 func (f *fixture) rows() ([]*ledger.Change, []*ledger.Run) {
 	f.t.Helper()
 	ctx := context.Background()
-	changes, err := f.guard.Ledger().List(ctx)
+	changes, err := f.guard.Ledger().Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	runs, err := f.guard.Ledger().ListRuns(ctx, ledger.RunFilter{})
+	runs, err := f.guard.Ledger().Runs(ctx, ledger.RunFilter{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	for i, c := range changes { // read each row on its own too, as Get does
-		if changes[i], err = f.guard.Ledger().Get(ctx, c.ID); err != nil {
+		if changes[i], err = f.guard.Ledger().Change(ctx, c.ID); err != nil {
 			f.t.Fatal(err)
 		}
 	}

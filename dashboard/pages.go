@@ -136,7 +136,7 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	f := ledger.RunFilter{Limit: runsPageSize + 1}
 	data := runsData{Runs: []runView{}}
 	if id := r.URL.Query().Get("before"); id != "" {
-		after, err := d.guard.Ledger().GetRun(ctx, id)
+		after, err := d.guard.Ledger().Run(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
 			d.renderError(w, r, http.StatusBadRequest, "No such page",
 				"The page started after a run that is not in the ledger (pruned, or a mistyped link). Start again from the newest runs.")
@@ -148,7 +148,7 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Before, data.Newer = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}, true
 	}
-	runs, err := d.guard.Ledger().ListRuns(ctx, f)
+	runs, err := d.guard.Ledger().Runs(ctx, f)
 	if err != nil {
 		d.internalError(w, r, err)
 		return
@@ -200,7 +200,7 @@ func (d *Dashboard) loadRun(w http.ResponseWriter, r *http.Request) (*ledger.Run
 		return nil, nil, false
 	}
 	ctx := r.Context()
-	run, err := d.guard.Ledger().GetRun(ctx, id)
+	run, err := d.guard.Ledger().Run(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		d.notFound(w, r)
 		return nil, nil, false
@@ -209,7 +209,7 @@ func (d *Dashboard) loadRun(w http.ResponseWriter, r *http.Request) (*ledger.Run
 		d.internalError(w, r, err)
 		return nil, nil, false
 	}
-	changes, err := d.guard.Ledger().ListChanges(ctx, ledger.ChangeFilter{RunID: id})
+	changes, err := d.guard.Ledger().Changes(ctx, ledger.ChangeFilter{RunID: id})
 	if err != nil {
 		d.internalError(w, r, err)
 		return nil, nil, false
@@ -312,7 +312,7 @@ func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Limit = changePageSize + 1
-	changes, err := d.guard.Ledger().ListChanges(r.Context(), f)
+	changes, err := d.guard.Ledger().Changes(r.Context(), f)
 	if err != nil {
 		d.internalError(w, r, err)
 		return
@@ -354,7 +354,7 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 	}
 	data.Timeline = tl
 	if c.RunID != "" {
-		if run, err := d.guard.Ledger().GetRun(r.Context(), c.RunID); err == nil {
+		if run, err := d.guard.Ledger().Run(r.Context(), c.RunID); err == nil {
 			data.RunLabel = visible(run.Label)
 		}
 	}
@@ -373,7 +373,7 @@ func (d *Dashboard) loadChange(w http.ResponseWriter, r *http.Request) (*ledger.
 		d.notFound(w, r)
 		return nil, false
 	}
-	c, err := d.guard.Ledger().Get(r.Context(), id)
+	c, err := d.guard.Ledger().Change(r.Context(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		d.notFound(w, r)
 		return nil, false

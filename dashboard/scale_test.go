@@ -135,7 +135,7 @@ func dryRunAndUndo2000(t *testing.T, f *fixture, c *client, run string, n, edite
 	}
 	report := measure("GET /runs/{id} with report", get("/runs/"+run), http.StatusOK)
 	mustContain(t, "report", report.Body, `Undone <span class="n">1980</span>`)
-	r, err := f.guard.Ledger().GetRun(t.Context(), run)
+	r, err := f.guard.Ledger().Run(t.Context(), run)
 	if err != nil || r.Status != ledger.RunPartiallyUndone {
 		t.Fatalf("run after the undo: %+v, %v", r, err)
 	}

@@ -79,7 +79,7 @@ func TestUndoRun_ConfirmUndoesAsAPersonAndShowsTheStoredReport(t *testing.T) {
 	if got := f.store.dump(); !sameLines(got, want+"colour=\"blue\"\nvolume=\"11\"\n") {
 		t.Errorf("store after undo:\n%s", got)
 	}
-	run, err := f.guard.Ledger().GetRun(context.Background(), s.run)
+	run, err := f.guard.Ledger().Run(context.Background(), s.run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestUndoRun_FromDashboardEqualsAgentsUndoRun(t *testing.T) {
 // replaced by their position in the scenario, so that two setups compare.
 func storedReport(t *testing.T, f *fixture, s scenario) map[string]any {
 	t.Helper()
-	run, err := f.guard.Ledger().GetRun(context.Background(), s.run)
+	run, err := f.guard.Ledger().Run(context.Background(), s.run)
 	if err != nil || run.Report == nil {
 		t.Fatalf("run %s has no stored report (%v)", s.run, err)
 	}

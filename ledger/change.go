@@ -1,5 +1,5 @@
 // Package ledger stores guarded changes and runs and moves them through their
-// states.
+// states: it is what operators and trusted code call.
 //
 // A ledger is a database of rows, one per previewed change and one per run.
 // Every state transition is a compare-and-set: a row is written back only if
@@ -8,12 +8,18 @@
 // PostgreSQL). Nothing ever moves a change back to [Pending].
 //
 // Trusted code normally reaches the ledger through changeset.Guard. Operators
-// open an existing ledger with [Open] to list, expire, reconcile and prune
-// rows; the mcp-changeset command is a thin shell around those methods.
+// open an existing ledger with [Open] to read it ([Ledger.Change],
+// [Ledger.Changes], [Ledger.Run], [Ledger.Runs], [Ledger.History]) and to
+// expire, reconcile, check and prune its rows; the mcp-changeset command is a
+// thin shell around those methods. Reads are named for what they return: a
+// noun for one row by ID, its plural for the rows a filter selects, the
+// same on [Ledger] and, inside a write transaction, on [Tx].
 //
-// The storage itself is a [Backend]. The SQLite backend (package
-// ledger/sqlite) is the default; it registers itself for plain file paths
-// when imported.
+// The storage itself is a backend, one per database. What a backend
+// implements, and how it registers, is in package ledger/driver; the
+// SQLite backend (package ledger/sqlite) is the default and registers
+// itself for plain file paths when imported, the PostgreSQL backend
+// (package ledger/postgres) for postgres:// URLs.
 package ledger
 
 import (

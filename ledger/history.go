@@ -51,8 +51,8 @@ type HistoryEntry struct {
 // every Seq from being handed out twice.
 const HistoryPruned = "pruned"
 
-// HistoryFilter selects entries for [Backend.ListHistory]. Zero fields do
-// not filter.
+// HistoryFilter selects entries for [Ledger.History]. Zero fields do not
+// filter.
 type HistoryFilter struct {
 	Since    time.Time // entries at or after this instant
 	ChangeID string    // entries of this change

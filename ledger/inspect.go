@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Check runs the backend's own integrity check ([Backend.Check]) and then
-// checks the ledger's invariants, row by row. It returns one line per
-// problem, none when the ledger is sound. It only reads, so it works on a
+// Check runs the backend's own integrity check (SQLite's quick_check, for
+// one) and then checks the ledger's invariants, row by row. It returns one
+// line per problem, none when the ledger is sound. It only reads, so it works on a
 // ledger opened with [OpenOptions.ReadOnly].
 //
 // The invariants are those every transition of this package keeps:

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite"
 )
 
 func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
 	ctx := context.Background()
-	l, err := ledger.OpenContext(ctx, filepath.Join(t.TempDir(), "ledger.db"), ledger.OpenOptions{Create: true})
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +54,11 @@ func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	sneaky.Status, sneaky.ConfirmHash = ledger.Expired, ""
-	if err := l.Backend().UpdateChange(ctx, l.DB(), sneaky, ledger.Pending); err != nil {
+	if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), sneaky, ledger.Pending); err != nil {
 		t.Fatal(err)
 	}
 	old := &ledger.Change{ID: "chg_old", Action: "set", Status: ledger.Expired, CreatedAt: now, UpdatedAt: now, ExpiresAt: now}
-	if err := l.Backend().InsertChange(ctx, l.DB(), old); err != nil {
+	if err := driver.BackendOf(l).InsertChange(ctx, l.DB(), old); err != nil {
 		t.Fatal(err)
 	}
 	problems, err := l.Check(ctx)

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// Ledger is an open ledger: a Backend plus the state machine that every
-// backend shares. It is safe for concurrent use by many goroutines, and a
+// Ledger is an open ledger: a backend (see package ledger/driver) under
+// the state machine that every backend shares. It is safe for concurrent use by many goroutines, and a
 // ledger file or database may be shared by many processes.
 //
 // Times. A transition made in a [Tx] takes its time from the row its
@@ -27,32 +27,17 @@ import (
 // [Ledger.ReconcileRun] and [Ledger.Check], and the history entry of a row
 // that carries no time.
 type Ledger struct {
-	b   Backend
+	b   backend
 	now func() time.Time // fixed at Open; never reassigned
 
 	redactMu  sync.Mutex
 	redactKey []byte // loaded from the meta table on first use
 }
 
-// New wraps an open backend, with time.Now as the ledger's clock. Most
-// callers use [OpenContext] instead, which can set another clock.
-func New(b Backend) *Ledger { return newLedger(b, nil) }
-
-// newLedger wraps b with clock as the ledger's clock (time.Now when nil).
-func newLedger(b Backend, clock func() time.Time) *Ledger {
-	if clock == nil {
-		clock = time.Now
-	}
-	return &Ledger{b: b, now: clock}
-}
-
 // Now reads the ledger's clock: [OpenOptions].Clock, or time.Now. It is
 // the "now" of ExpireStale, Prune, Reconcile and Check; see [Ledger] for
 // the times of the transitions callers make.
 func (l *Ledger) Now() time.Time { return l.now() }
-
-// Backend returns the storage backend.
-func (l *Ledger) Backend() Backend { return l.b }
 
 // DB returns the ledger's database, so that an application can keep its own
 // tables beside the ledger's (with migrations of its own). The ledger's
@@ -71,9 +56,9 @@ func (l *Ledger) Close() error { return l.b.Close() }
 type Tx struct {
 	ctx     context.Context
 	l       *Ledger
-	b       Backend
+	b       backend
 	tx      *sql.Tx
-	release func() // ends the write turn (WriteQueue); nil without one
+	release func() // ends the write turn (driver.WriteQueue); nil without one
 
 	// override names who makes the next transition, for the moves an
 	// operator makes (Reconcile), which the row cannot tell.
@@ -92,7 +77,10 @@ func (tx *Tx) end() {
 // must commit or roll back together with the ledger's bookkeeping.
 func (tx *Tx) SQL() *sql.Tx { return tx.tx }
 
-// Change reads a change inside the transaction.
+// Change reads a change inside the transaction, locking its row where
+// the database has row locks. It returns an error wrapping ErrNotFound
+// when there is none. Like every method of Tx, it runs with the context
+// the transaction began with.
 func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx, tx.tx, id) }
 
 // InsertChange stores a new change, and its first history entry ("" →
@@ -131,17 +119,41 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 	return tx.appendHistory(changeEntry(c, from, override))
 }
 
-// Changes lists changes inside the transaction.
-func (tx *Tx) Changes(f ChangeFilter) ([]*Change, error) { return tx.b.ListChanges(tx.ctx, tx.tx, f) }
+// Changes returns the changes that match f inside the transaction, newest
+// first.
+func (tx *Tx) Changes(f ChangeFilter) ([]*Change, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return tx.b.ListChanges(tx.ctx, tx.tx, f)
+}
 
-// CountChanges counts the changes that match f inside the transaction.
-func (tx *Tx) CountChanges(f ChangeFilter) (int, error) { return tx.b.CountChanges(tx.ctx, tx.tx, f) }
+// CountChanges counts the changes that match f inside the transaction
+// (f's Limit and Before are ignored).
+func (tx *Tx) CountChanges(f ChangeFilter) (int, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	return tx.b.CountChanges(tx.ctx, tx.tx, f)
+}
 
-// Runs lists runs inside the transaction.
-func (tx *Tx) Runs(f RunFilter) ([]*Run, error) { return tx.b.ListRuns(tx.ctx, tx.tx, f) }
+// TallyChanges counts the changes that match f inside the transaction by
+// action and status, sorted by action then status, without reading them
+// (see Tally).
+func (tx *Tx) TallyChanges(f ChangeFilter) ([]Tally, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return tx.b.TallyChanges(tx.ctx, tx.tx, f)
+}
 
-// Run reads a run inside the transaction.
+// Run reads a run inside the transaction, locking its row where the
+// database has row locks. It returns an error wrapping ErrNotFound when
+// there is none.
 func (tx *Tx) Run(id string) (*Run, error) { return tx.b.GetRun(tx.ctx, tx.tx, id) }
+
+// Runs returns the runs that match f inside the transaction, newest first.
+func (tx *Tx) Runs(f RunFilter) ([]*Run, error) { return tx.b.ListRuns(tx.ctx, tx.tx, f) }
 
 // InsertRun stores a new run, and its first history entry ("" → open),
 // made by nobody (the library). InsertRunBy names who started it.
@@ -223,7 +235,7 @@ func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 // with Commit or Rollback.
 func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
 	var release func()
-	if q, ok := l.b.(WriteQueue); ok {
+	if q, ok := l.b.(writeQueue); ok {
 		r, err := q.TakeWriteTurn(ctx)
 		if err != nil {
 			return nil, err
@@ -249,16 +261,12 @@ func (tx *Tx) Commit() error {
 	return nil
 }
 
-// ErrorInterpreter is implemented by backends that can map a driver's
-// error to the ledger's sentinel causes (busy, full, …). The Ledger uses it
-// for the errors of BEGIN and COMMIT, which database/sql returns directly.
-type ErrorInterpreter interface {
-	InterpretError(op string, err error) error
-}
-
-// interpret wraps an error of the database for operation op.
+// interpret wraps an error of the database for operation op: through the
+// backend's driver.ErrorInterpreter when it has one, which maps the errors
+// of BEGIN and COMMIT (database/sql returns them directly) to the
+// sentinel causes (busy, full, …).
 func (l *Ledger) interpret(op string, err error) error {
-	if i, ok := l.b.(ErrorInterpreter); ok {
+	if i, ok := l.b.(errorInterpreter); ok {
 		return i.InterpretError(op, err)
 	}
 	return Errorf(op, l.b.Location(), err)
@@ -271,24 +279,29 @@ func (tx *Tx) Rollback() error {
 	return tx.tx.Rollback()
 }
 
-// Get reads one change. It returns an error wrapping ErrNotFound when there
-// is none.
-func (l *Ledger) Get(ctx context.Context, id string) (*Change, error) {
+// Change reads one change. It returns an error wrapping ErrNotFound when
+// there is none.
+func (l *Ledger) Change(ctx context.Context, id string) (*Change, error) {
 	return l.b.GetChange(ctx, l.b.DB(), id)
 }
 
-// List returns the changes in any of the given statuses (all changes when
-// none are given), newest first.
-func (l *Ledger) List(ctx context.Context, statuses ...Status) ([]*Change, error) {
-	return l.b.ListChanges(ctx, l.b.DB(), ChangeFilter{Statuses: statuses})
-}
-
-// ListChanges returns the changes that match f, newest first.
-func (l *Ledger) ListChanges(ctx context.Context, f ChangeFilter) ([]*Change, error) {
+// Changes returns the changes that match f, newest first. The zero
+// filter selects every change; a filter over MaxDependsOnAny or
+// MaxFilterText is refused.
+func (l *Ledger) Changes(ctx context.Context, f ChangeFilter) ([]*Change, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
 	return l.b.ListChanges(ctx, l.b.DB(), f)
+}
+
+// CountChanges counts the changes that match f (f's Limit and Before are
+// ignored), without reading them.
+func (l *Ledger) CountChanges(ctx context.Context, f ChangeFilter) (int, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	return l.b.CountChanges(ctx, l.b.DB(), f)
 }
 
 // TallyChanges counts the changes that match f by action and status,
@@ -300,14 +313,31 @@ func (l *Ledger) TallyChanges(ctx context.Context, f ChangeFilter) ([]Tally, err
 	return l.b.TallyChanges(ctx, l.b.DB(), f)
 }
 
-// GetRun reads one run.
-func (l *Ledger) GetRun(ctx context.Context, id string) (*Run, error) {
+// Run reads one run. It returns an error wrapping ErrNotFound when there
+// is none.
+func (l *Ledger) Run(ctx context.Context, id string) (*Run, error) {
 	return l.b.GetRun(ctx, l.b.DB(), id)
 }
 
-// ListRuns returns the runs that match f, newest first.
-func (l *Ledger) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
+// Runs returns the runs that match f, newest first.
+func (l *Ledger) Runs(ctx context.Context, f RunFilter) ([]*Run, error) {
 	return l.b.ListRuns(ctx, l.b.DB(), f)
+}
+
+// Meta reads a value that trusted code keeps beside the ledger's rows
+// under key (the server's approval key, for one); ok is false when the
+// key is unset. Keys are the caller's to namespace ("changeset.…" is the
+// library's).
+func (l *Ledger) Meta(ctx context.Context, key string) (value []byte, ok bool, err error) {
+	return l.b.GetMeta(ctx, l.b.DB(), key)
+}
+
+// SetMetaIfAbsent stores value under key unless the key is already set,
+// and returns the value now stored: of several processes setting one key
+// at once, all get the value stored first. A stored value is never
+// replaced.
+func (l *Ledger) SetMetaIfAbsent(ctx context.Context, key string, value []byte) ([]byte, error) {
+	return l.b.SetMetaIfAbsent(ctx, l.b.DB(), key, value)
 }
 
 // ExpireStale moves every pending change whose confirmation token has
@@ -444,7 +474,7 @@ func (l *Ledger) Reconcile(ctx context.Context, id, note, by string) (*Change, e
 // while undoing it, leaving the run undoing): it becomes partially_undone,
 // with a stored report that carries note and says so. The run's changes
 // keep their own statuses: reconcile any change left undoing first, and
-// check them with List. Any status other than undoing is refused.
+// check them with Changes. Any status other than undoing is refused.
 func (l *Ledger) ReconcileRun(ctx context.Context, id, note, by string) (*Run, error) {
 	if note == "" {
 		return nil, fmt.Errorf("reconcile %s: a note saying what you checked is required", id)
@@ -478,15 +508,4 @@ func (l *Ledger) ReconcileRun(ctx context.Context, id, note, by string) (*Run, e
 		return nil
 	})
 	return out, err
-}
-
-// check refuses a filter over the bounds a statement's parameters keep to.
-func (f ChangeFilter) check() error {
-	if len(f.DependsOnAny) > MaxDependsOnAny {
-		return fmt.Errorf("ledger: %d resources in DependsOnAny; at most %d are allowed", len(f.DependsOnAny), MaxDependsOnAny)
-	}
-	if len(f.Text) > MaxFilterText {
-		return fmt.Errorf("ledger: the search text is %d bytes; at most %d are allowed", len(f.Text), MaxFilterText)
-	}
-	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -67,29 +66,6 @@ const (
 // another process when OpenOptions.BusyTimeout is zero.
 const DefaultBusyTimeout = 5 * time.Second
 
-// An Opener opens the backend for a target (a file path or a URL).
-type Opener func(ctx context.Context, target string, opts OpenOptions) (Backend, error)
-
-var (
-	openersMu sync.RWMutex
-	openers   = map[string]Opener{}
-)
-
-// RegisterBackend makes a backend available to [Open] for targets with the
-// given URL scheme ("postgres"), or for plain file paths when scheme is
-// "file". Backend packages call it from init, so importing the package is
-// enough: the SQLite backend registers "file" and the PostgreSQL backend
-// registers "postgres" and "postgresql". It panics if a scheme is registered
-// twice.
-func RegisterBackend(scheme string, open Opener) {
-	openersMu.Lock()
-	defer openersMu.Unlock()
-	if _, dup := openers[scheme]; dup {
-		panic("ledger: backend registered twice for scheme " + scheme)
-	}
-	openers[scheme] = open
-}
-
 // schemeOf returns the URL scheme of target, or "file" for a path.
 func schemeOf(target string) string {
 	if i := strings.Index(target, "://"); i > 0 {
@@ -98,16 +74,20 @@ func schemeOf(target string) string {
 	return "file"
 }
 
-// Open opens the ledger at target, a SQLite file path or (with the
-// PostgreSQL backend imported) a postgres:// URL. With create false a
-// missing ledger is refused, so that a mistyped path is never silently
-// replaced by an empty ledger.
-func Open(target string, create bool) (*Ledger, error) {
-	return OpenContext(context.Background(), target, OpenOptions{Create: create})
-}
-
-// OpenContext is Open with a context and every option.
-func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger, error) {
+// Open opens the ledger at target: a SQLite file path, or (with the
+// PostgreSQL backend imported) a postgres:// URL. It is the one way to
+// open a ledger. Which backend serves target is decided by its scheme,
+// among those imported (see package ledger/driver): importing
+// ledger/sqlite serves plain file paths, ledger/postgres serves
+// postgres:// URLs.
+//
+// Without opts.Create a missing ledger is refused with an error wrapping
+// ErrNotExist, so that a mistyped path is never silently replaced by an
+// empty ledger. The zero OpenOptions open an existing ledger for reading
+// and writing:
+//
+//	l, err := ledger.Open(ctx, "changes.db", ledger.OpenOptions{})
+func Open(ctx context.Context, target string, opts OpenOptions) (*Ledger, error) {
 	if target == "" {
 		return nil, &Error{Op: "open", Err: fmt.Errorf("no ledger given (set a path or a postgres:// URL)")}
 	}
@@ -117,14 +97,7 @@ func OpenContext(ctx context.Context, target string, opts OpenOptions) (*Ledger,
 	if err := checkTarget(target); err != nil {
 		return nil, &Error{Op: "open", Err: err}
 	}
-	scheme := schemeOf(target)
-	openersMu.RLock()
-	open := openers[scheme]
-	openersMu.RUnlock()
-	if open == nil {
-		return nil, &Error{Op: "open", Err: fmt.Errorf("no ledger backend for %q targets (import the backend package, e.g. ledger/sqlite or ledger/postgres)", scheme)}
-	}
-	b, err := open(ctx, target, opts)
+	b, err := openBackend(ctx, schemeOf(target), target, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // limits records the Limit of every list a backend is asked for.
 type limits struct {
-	ledger.Backend
+	driver.Backend
 	mu   sync.Mutex
 	seen []listCall
 }
@@ -29,17 +30,17 @@ func (b *limits) note(what string, limit int) {
 	b.seen = append(b.seen, listCall{what, limit})
 }
 
-func (b *limits) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
+func (b *limits) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
 	b.note("changes", f.Limit)
 	return b.Backend.ListChanges(ctx, q, f)
 }
 
-func (b *limits) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
+func (b *limits) ListRuns(ctx context.Context, q driver.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
 	b.note("runs", f.Limit)
 	return b.Backend.ListRuns(ctx, q, f)
 }
 
-func (b *limits) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
+func (b *limits) ListHistory(ctx context.Context, q driver.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
 	b.note("history", f.Limit)
 	return b.Backend.ListHistory(ctx, q, f)
 }
@@ -50,13 +51,13 @@ func (b *limits) ListHistory(ctx context.Context, q ledger.Querier, f ledger.His
 // backend for was bounded, by at most 500 rows.
 func TestScans_NeverReadTheWholeLedgerAtOnce(t *testing.T) {
 	ctx := context.Background()
-	real, err := ledger.OpenContext(ctx, filepath.Join(t.TempDir(), "l.db"), ledger.OpenOptions{Create: true})
+	real, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "l.db"), ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer real.Close()
-	b := &limits{Backend: real.Backend()}
-	l := ledger.New(b)
+	b := &limits{Backend: driver.BackendOf(real)}
+	l := driver.NewLedger(b)
 	t0 := time.Now().Add(-48 * time.Hour)
 	err = l.WithTx(ctx, func(tx *ledger.Tx) error {
 		if err := tx.InsertRun(&ledger.Run{ID: "run_1", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err != nil {

@@ -295,7 +295,7 @@ func runRace(ctx context.Context, backend, target, dir string, n, m int, prog *p
 		if counts[tag] > 1 || wins[id] > 1 {
 			r.DoubleApplies++
 		}
-		c, err := g.Ledger().Get(ctx, id)
+		c, err := g.Ledger().Change(ctx, id)
 		if err != nil {
 			return nil, err
 		}

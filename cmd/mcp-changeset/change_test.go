@@ -81,12 +81,12 @@ func TestReconcile_ClosesInFlightChangesWithNoteAndOperator(t *testing.T) {
 	r = runL(t, f.path, "reconcile", "--yes", f.ids["old_undoing"], "--note=restored by hand")
 	want(t, r, exitOK, "undoing → undo_failed")
 
-	l, err := ledger.OpenContext(context.Background(), f.path, ledger.OpenOptions{ReadOnly: true})
+	l, err := ledger.Open(context.Background(), f.path, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	c, err := l.Get(context.Background(), f.ids["applying"])
+	c, err := l.Change(context.Background(), f.ids["applying"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestPrune_CutoffIsNowMinusNDays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := populate(t)
-	l, err := ledger.OpenContext(ctx, f.path, ledger.OpenOptions{})
+	l, err := ledger.Open(ctx, f.path, ledger.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

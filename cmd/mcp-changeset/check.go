@@ -66,7 +66,7 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	}
 	// Open without the open-time integrity check, which would refuse a
 	// damaged file: reporting the damage in detail is this command's job.
-	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone, Clock: c.main.Now})
+	l, err := ledger.Open(ctx, target, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone, Clock: c.main.Now})
 	if errors.Is(err, ledger.ErrCorrupt) {
 		// Too damaged to open at all (its header or schema): that is
 		// the finding.
@@ -137,11 +137,11 @@ func (c *CheckCommand) report(location string, lines []string, stale []staleRow,
 // within each kind.
 func staleRows(ctx context.Context, l *ledger.Ledger, now time.Time, after time.Duration) ([]staleRow, error) {
 	cutoff := now.Add(-after)
-	changes, err := l.ListChanges(ctx, ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applying, ledger.Undoing}, UpdatedBefore: cutoff})
+	changes, err := l.Changes(ctx, ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applying, ledger.Undoing}, UpdatedBefore: cutoff})
 	if err != nil {
 		return nil, err
 	}
-	runs, err := l.ListRuns(ctx, ledger.RunFilter{Statuses: []ledger.RunStatus{ledger.RunUndoing}})
+	runs, err := l.Runs(ctx, ledger.RunFilter{Statuses: []ledger.RunStatus{ledger.RunUndoing}})
 	if err != nil {
 		return nil, err
 	}

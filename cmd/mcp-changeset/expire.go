@@ -61,7 +61,7 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 		t := newTable(out, "ID", "ACTION", "EXPIRED", "SUMMARY")
 		shown, rest := capped(ids)
 		for _, id := range shown {
-			ch, err := l.Get(ctx, id)
+			ch, err := l.Change(ctx, id)
 			if err != nil {
 				continue // gone meanwhile
 			}

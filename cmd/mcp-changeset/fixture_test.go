@@ -268,7 +268,7 @@ func populate(t *testing.T) *fixture {
 	}
 
 	// Register every digest the ledger stores.
-	changes, err := l.List(ctx)
+	changes, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func populate(t *testing.T) *fixture {
 		addSecret("the confirmation digest of "+c.ID, string(c.ConfirmHash))
 		addSecret("the undo digest of "+c.ID, string(c.UndoHash))
 	}
-	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	runs, err := l.Runs(ctx, ledger.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,12 +312,12 @@ func digest(what string) string {
 // read-only.
 func status(t *testing.T, path, id string) ledger.Status {
 	t.Helper()
-	l, err := ledger.OpenContext(context.Background(), path, ledger.OpenOptions{ReadOnly: true})
+	l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	c, err := l.Get(context.Background(), id)
+	c, err := l.Change(context.Background(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return "(deleted)"
 	}

@@ -57,7 +57,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	defer l.Close()
 
 	if c.run != "" {
-		if _, err := l.GetRun(ctx, c.run); err != nil {
+		if _, err := l.Run(ctx, c.run); err != nil {
 			if errors.Is(err, ledger.ErrNotFound) {
 				return fmt.Errorf("run %s not found in %s (list the runs with: mcp-changeset runs)", c.run, l.Location())
 			}
@@ -71,7 +71,7 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if c.limit > 0 {
 		f.Limit = c.limit + 1 // one more tells whether the list was cut
 	}
-	changes, err := l.ListChanges(ctx, f)
+	changes, err := l.Changes(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -186,7 +186,7 @@ func TestList_ByAndLimit(t *testing.T) {
 	f := populate(t)
 	// A change previewed by bob's agent, written as the library will.
 	ctx := context.Background()
-	l, err := ledger.OpenContext(ctx, f.path, ledger.OpenOptions{})
+	l, err := ledger.Open(ctx, f.path, ledger.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

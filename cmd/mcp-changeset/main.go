@@ -268,5 +268,5 @@ func (m *Main) open(ctx context.Context, flagValue string, write bool) (*ledger.
 // time.Now): the "now" of expire, prune and reconcile, the same clock the
 // commands show ages by.
 func openLedger(ctx context.Context, target string, write bool, clock func() time.Time) (*ledger.Ledger, error) {
-	return ledger.OpenContext(ctx, target, ledger.OpenOptions{Create: false, ReadOnly: !write, Clock: clock})
+	return ledger.Open(ctx, target, ledger.OpenOptions{Create: false, ReadOnly: !write, Clock: clock})
 }

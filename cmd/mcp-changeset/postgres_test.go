@@ -17,16 +17,16 @@ import (
 func snapshot(t *testing.T, target string) ([]*ledger.Change, []*ledger.Run) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{ReadOnly: true})
+	l, err := ledger.Open(ctx, target, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	changes, err := l.List(ctx)
+	changes, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	runs, err := l.Runs(ctx, ledger.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestPostgres_URLWorksLikeAPath(t *testing.T) {
 		t.Error("a read-only open of a missing PostgreSQL ledger created its schema")
 	}
 
-	l, err := ledger.OpenContext(ctx, target, ledger.OpenOptions{Create: true})
+	l, err := ledger.Open(ctx, target, ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestPostgres_URLWorksLikeAPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes, err := l.List(ctx)
+	changes, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

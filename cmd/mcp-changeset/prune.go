@@ -120,7 +120,7 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 		t := newTable(out, "ID", "STATUS", "ACTION", "UPDATED", "SUMMARY")
 		shown, rest := capped(res.Changes)
 		for _, id := range shown {
-			if ch, err := l.Get(ctx, id); err == nil {
+			if ch, err := l.Change(ctx, id); err == nil {
 				t.row(clean(ch.ID), string(ch.Status), clean(ch.Action), when(ch.UpdatedAt, now), clean(truncate(ch.Summary, 50)))
 			}
 		}
@@ -134,7 +134,7 @@ func (c *PruneCommand) dryRun(ctx context.Context, l *ledger.Ledger, opts ledger
 		t := newTable(out, "RUN", "STATUS", "UPDATED", "LABEL")
 		shown, rest := capped(res.Runs)
 		for _, id := range shown {
-			if r, err := l.GetRun(ctx, id); err == nil {
+			if r, err := l.Run(ctx, id); err == nil {
 				t.row(clean(r.ID), string(r.Status), when(r.UpdatedAt, now), orDash(clean(truncate(r.Label, 50))))
 			}
 		}

@@ -110,7 +110,7 @@ func TestPrune_ConcurrentWriterIsNeverBlockedAndKeepsInFlightRows(t *testing.T) 
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := ledger.OpenContext(ctx, path, ledger.OpenOptions{Create: true})
+	l, err := ledger.Open(ctx, path, ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +186,12 @@ func TestPrune_ConcurrentWriterIsNeverBlockedAndKeepsInFlightRows(t *testing.T) 
 		t.Fatalf("the writer failed while prune ran (%v): %s", werr, strings.Join(report, "\n"))
 	}
 
-	l, err = ledger.OpenContext(ctx, path, ledger.OpenOptions{ReadOnly: true})
+	l, err = ledger.Open(ctx, path, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	all, err := l.List(ctx)
+	all, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

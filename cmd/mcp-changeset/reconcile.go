@@ -80,7 +80,7 @@ func (c *ReconcileCommand) Run(ctx context.Context, args []string) error {
 // reconcileRun closes a run whose undo was interrupted: undoing becomes
 // partially_undone, with the note in its stored report.
 func (c *ReconcileCommand) reconcileRun(ctx context.Context, l *ledger.Ledger, id string) error {
-	r, err := l.GetRun(ctx, id)
+	r, err := l.Run(ctx, id)
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("run %s not found (check the ID with: mcp-changeset runs)", id)

@@ -48,7 +48,7 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 	if c.limit > 0 {
 		f.Limit = c.limit + 1 // one more tells whether the list was cut
 	}
-	runs, err := l.ListRuns(ctx, f)
+	runs, err := l.Runs(ctx, f)
 	if err != nil {
 		return err
 	}

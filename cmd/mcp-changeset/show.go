@@ -60,7 +60,7 @@ func (c *ShowCommand) Run(ctx context.Context, args []string) error {
 // getChange reads change id, with an operator's message when it is
 // unknown.
 func getChange(ctx context.Context, l *ledger.Ledger, id string) (*ledger.Change, error) {
-	ch, err := l.Get(ctx, id)
+	ch, err := l.Change(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, fmt.Errorf("change %s not found in %s (check the ID with: mcp-changeset list)", clean(id), l.Location())
 	}

@@ -51,12 +51,12 @@ func TestStdio_PreviewApplyReplayUndo(t *testing.T) {
 	c.Session.Close()
 
 	// The ledger file outlives the process and holds the whole history.
-	l, err := ledger.Open(path, false)
+	l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	ch, err := l.Get(context.Background(), prev.ChangeID)
+	ch, err := l.Change(context.Background(), prev.ChangeID)
 	if err != nil || ch.Status != ledger.Undone || ch.PreviewedBy != "agent:exampletest" || ch.AppliedBy != "agent:exampletest" || ch.UndoneBy != "agent:exampletest" {
 		t.Fatalf("ledger row: %+v %v", ch, err)
 	}

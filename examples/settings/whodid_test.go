@@ -113,7 +113,7 @@ func TestWhoDidWhat_TwoBearerIdentitiesAndAPerson(t *testing.T) {
 	}
 
 	// The ledger's rows.
-	l, err := ledger.OpenContext(context.Background(), ledgerPath, ledger.OpenOptions{ReadOnly: true})
+	l, err := ledger.Open(context.Background(), ledgerPath, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestWhoDidWhat_TwoBearerIdentitiesAndAPerson(t *testing.T) {
 		if strings.HasPrefix(id, "run_") {
 			continue
 		}
-		c, err := l.Get(context.Background(), id)
+		c, err := l.Change(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -105,7 +105,7 @@ func TestTx_SIGKILLAtRandomPointsNeverLeavesApplyingOrAppliesTwice(t *testing.T)
 		var remaining []string
 		for _, p := range pairs {
 			id, _, _ := strings.Cut(p, "=")
-			if c, _ := g.Ledger().Get(ctx, id); c.Status == ledger.Pending {
+			if c, _ := g.Ledger().Change(ctx, id); c.Status == ledger.Pending {
 				remaining = append(remaining, p)
 			}
 		}
@@ -153,7 +153,7 @@ func checkTxInvariants(t *testing.T, g *changeset.Guard, tr *tracker, pairs []st
 	ctx := context.Background()
 	for _, p := range pairs {
 		id, _, _ := strings.Cut(p, "=")
-		c, err := g.Ledger().Get(ctx, id)
+		c, err := g.Ledger().Change(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

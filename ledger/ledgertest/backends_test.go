@@ -71,11 +71,11 @@ var postgresHarness = ledgertest.Harness{
 // targets maps each PostgreSQL ledger the harness opened to its URL.
 var targets sync.Map
 
-// openTarget opens the ledger at target through ledger.OpenContext, as
+// openTarget opens the ledger at target through ledger.Open, as
 // applications do, with clock as its clock, and closes it when t ends.
 func openTarget(t testing.TB, target string, create bool, clock func() time.Time) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.OpenContext(context.Background(), target, ledger.OpenOptions{Create: create, Clock: clock})
+	l, err := ledger.Open(context.Background(), target, ledger.OpenOptions{Create: create, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

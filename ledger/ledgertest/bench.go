@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // clientCounts are the numbers of concurrent clients Benchmark measures.
@@ -135,7 +136,7 @@ func BenchmarkHistory(b *testing.B, h Harness) {
 		b.Run(fmt.Sprintf("history=%v", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
 			l := h.Open(b, nil)
 			ctx := context.Background()
-			be := l.Backend()
+			be := driver.BackendOf(l)
 			update := func(tx *ledger.Tx, c *ledger.Change, from ledger.Status) error {
 				if on {
 					return tx.UpdateChange(c, from)

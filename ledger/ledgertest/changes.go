@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseChanges(t *testing.T, h Harness) {
@@ -70,9 +71,9 @@ func testChangeRoundTrip(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := l.ListChanges(ctx, ledger.ChangeFilter{RunID: "run_1"})
+	cs, err := l.Changes(ctx, ledger.ChangeFilter{RunID: "run_1"})
 	if err != nil || len(cs) != 1 || !reflect.DeepEqual(cs[0], stored(c)) {
-		t.Errorf("ListChanges = %#v, %v", cs, err)
+		t.Errorf("Changes = %#v, %v", cs, err)
 	}
 }
 
@@ -148,8 +149,8 @@ func testChangeInvalidText(t *testing.T, h Harness) {
 	for i, bad := range []string{"nul \x00 byte", "invalid \xff\xfe utf-8", "lone surrogate \xed\xa0\x80"} {
 		c := pendingChange(fmt.Sprintf("chg_bad%d", i), t0)
 		c.Summary, c.Error = bad, bad
-		err := l.Backend().InsertChange(ctx, l.DB(), c)
-		got, gerr := l.Get(ctx, c.ID)
+		err := driver.BackendOf(l).InsertChange(ctx, l.DB(), c)
+		got, gerr := l.Change(ctx, c.ID)
 		switch {
 		case err != nil && !errors.Is(gerr, ledger.ErrNotFound):
 			t.Errorf("%q: insert failed (%v) but left a row (%v)", bad, err, gerr)
@@ -163,7 +164,7 @@ func testChangeInvalidText(t *testing.T, h Harness) {
 		insertChanges(t, l, ok)
 		next := ok.Clone()
 		next.Error = bad
-		err = l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Pending)
+		err = driver.BackendOf(l).UpdateChange(ctx, l.DB(), next, ledger.Pending)
 		got = mustGet(t, l, ok.ID)
 		switch {
 		case err != nil && got.Error != "":
@@ -181,7 +182,7 @@ func testChangeDuplicate(t *testing.T, h Harness) {
 	insertChanges(t, l, c)
 	again := pendingChange("chg_dup", sec(5))
 	again.Action = "other"
-	err := l.Backend().InsertChange(ctx, l.DB(), again)
+	err := driver.BackendOf(l).InsertChange(ctx, l.DB(), again)
 	if err == nil {
 		t.Fatal("inserting a duplicate ID succeeded")
 	}
@@ -204,10 +205,10 @@ func testChangeUnknownRun(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	c := pendingChange("chg_orphan", t0)
 	c.RunID = "run_missing"
-	if err := l.Backend().InsertChange(ctx, l.DB(), c); err == nil {
+	if err := driver.BackendOf(l).InsertChange(ctx, l.DB(), c); err == nil {
 		t.Error("inserting a change of a missing run succeeded")
 	}
-	if _, err := l.Get(ctx, c.ID); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := l.Change(ctx, c.ID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("after the refused insert: %v, want not found", err)
 	}
 }
@@ -222,7 +223,7 @@ func testChangeNotFound(t *testing.T, h Harness) {
 			t.Errorf("%s: %v; want a *ledger.Error wrapping ErrNotFound and naming the change", where, err)
 		}
 	}
-	_, err := l.Get(ctx, "chg_none")
+	_, err := l.Change(ctx, "chg_none")
 	check("Get", err)
 	err = l.WithTx(ctx, func(tx *ledger.Tx) error {
 		_, err := tx.Change("chg_none")
@@ -243,7 +244,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 	next.Status = ledger.Applying
 	// Fixed at preview, so never written by an update:
 	next.Action, next.ScopeHash, next.RunID, next.DependsOn, next.PreviewedBy, next.Resources = "changed", "changed", "run_b", []string{"changed"}, "agent:changed", []string{"changed"}
-	err := l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Applied)
+	err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), next, ledger.Applied)
 	if !errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "applied") || !strings.Contains(err.Error(), "pending") {
 		t.Fatalf("update from the wrong status: %v; want ErrConflict naming both statuses", err)
 	}
@@ -259,7 +260,7 @@ func testChangeCompareAndSet(t *testing.T, h Harness) {
 	if got := mustGet(t, l, "chg_1"); !reflect.DeepEqual(got, want) {
 		t.Errorf("after update:\n got %#v\nwant %#v", got, want)
 	}
-	if err := l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Pending); !errors.Is(err, ledger.ErrConflict) {
+	if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), next, ledger.Pending); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("second update from pending: %v, want ErrConflict", err)
 	}
 	err = l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(next, ledger.Pending) })
@@ -272,7 +273,7 @@ func testChangeUpdateMissing(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
 	gone := pendingChange("chg_gone", t0)
-	err := l.Backend().UpdateChange(ctx, l.DB(), gone, ledger.Pending)
+	err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), gone, ledger.Pending)
 	var le *ledger.Error
 	if !errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrConflict) || !errors.As(err, &le) {
 		t.Errorf("update of a missing change: %v, want a *ledger.Error wrapping ErrNotFound", err)
@@ -287,7 +288,7 @@ func testChangeUpdateMissing(t *testing.T, h Harness) {
 func testChangeConstraints(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	b := l.Backend()
+	b := driver.BackendOf(l)
 	for _, bad := range []*ledger.Change{
 		{ID: "chg_status", Action: "a", Status: "bogus", CreatedAt: t0, UpdatedAt: t0},
 		{ID: "", Action: "a", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0},
@@ -314,7 +315,7 @@ func testChangeConstraints(t *testing.T, h Harness) {
 	if got := mustGet(t, l, "chg_1"); !reflect.DeepEqual(got, stored(c)) {
 		t.Errorf("refused updates changed the row: %#v", got)
 	}
-	cs, err := l.ListChanges(ctx, ledger.ChangeFilter{})
+	cs, err := l.Changes(ctx, ledger.ChangeFilter{})
 	if err != nil || len(cs) != 1 {
 		t.Errorf("after refused inserts: %d changes, %v; want 1", len(cs), err)
 	}
@@ -363,7 +364,7 @@ func testChangeList(t *testing.T, h Harness) {
 		{ledger.ChangeFilter{UpdatedBefore: sec(100), Statuses: []ledger.Status{ledger.Undone}, Limit: 2}, "chg_4a chg_4_"},
 	} {
 		if got := strings.Join(changeIDs(t, l, tc.f), " "); got != tc.want {
-			t.Errorf("ListChanges(%+v) = %q, want %q", tc.f, got, tc.want)
+			t.Errorf("Changes(%+v) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
 	if got := changeIDs(t, l, ledger.ChangeFilter{RunID: "run_none"}); len(got) != 0 {
@@ -407,13 +408,13 @@ func testChangeSearch(t *testing.T, h Harness) {
 		{ledger.ChangeFilter{UpdatedSince: sec(2), UpdatedBefore: sec(10), Text: "note"}, "chg_3 chg_2"},
 	} {
 		if got := strings.Join(changeIDs(t, l, tc.f), " "); got != tc.want {
-			t.Errorf("ListChanges(%+v) = %q, want %q", tc.f, got, tc.want)
+			t.Errorf("Changes(%+v) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
-	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{Text: strings.Repeat("x", ledger.MaxFilterText+1)}); err == nil {
+	if _, err := l.Changes(context.Background(), ledger.ChangeFilter{Text: strings.Repeat("x", ledger.MaxFilterText+1)}); err == nil {
 		t.Error("a search text over MaxFilterText was accepted")
 	}
-	if _, err := l.ListChanges(context.Background(), ledger.ChangeFilter{DependsOnAny: make([]string, ledger.MaxDependsOnAny+1)}); err == nil {
+	if _, err := l.Changes(context.Background(), ledger.ChangeFilter{DependsOnAny: make([]string, ledger.MaxDependsOnAny+1)}); err == nil {
 		t.Error("more than MaxDependsOnAny resources were accepted")
 	}
 }
@@ -455,10 +456,10 @@ func testChangeStatusFilters(t *testing.T, h Harness) {
 		{ledger.ChangeFilter{Statuses: ledger.Statuses, ScopeHash: "t"}, "chg_7 chg_5 chg_3 chg_1"},
 	} {
 		if got := strings.Join(changeIDs(t, l, tc.f), " "); got != tc.want {
-			t.Errorf("ListChanges(%v) = %q, want %q", tc.f.Statuses, got, tc.want)
+			t.Errorf("Changes(%v) = %q, want %q", tc.f.Statuses, got, tc.want)
 		}
 		tc.f.Limit = 0
-		n, err := l.Backend().CountChanges(ctx, l.DB(), tc.f)
+		n, err := driver.BackendOf(l).CountChanges(ctx, l.DB(), tc.f)
 		if want := len(changeIDs(t, l, tc.f)); err != nil || n != want {
 			t.Errorf("CountChanges(%v) = %d, %v; want %d", tc.f.Statuses, n, err, want)
 		}
@@ -517,7 +518,7 @@ func testChangeTally(t *testing.T, h Harness) {
 func testChangeDelete(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	b := l.Backend()
+	b := driver.BackendOf(l)
 	insertRuns(t, l, "run_a")
 	for i, st := range []ledger.Status{ledger.Pending, ledger.Applied, ledger.Expired, ledger.Undone} {
 		c := pendingChange(fmt.Sprintf("chg_%d", i+1), sec(i))
@@ -576,7 +577,7 @@ func testChangeDeleteMany(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := l.Backend().DeleteChanges(ctx, l.DB(), ids, []ledger.Status{ledger.Pending})
+	n, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), ids, []ledger.Status{ledger.Pending})
 	if err != nil || n != len(ids) {
 		t.Fatalf("DeleteChanges = %d, %v; want %d", n, err, len(ids))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // The tests in this file store one field at a time, so that a value bound
@@ -57,7 +58,7 @@ func testChangeOwnColumns(t *testing.T, h Harness) {
 		u := bare(fmt.Sprintf("chg_u%02d", i))
 		insertChanges(t, l, u)
 		next := with(bare(u.ID))
-		if err := l.Backend().UpdateChange(ctx, l.DB(), next, ledger.Pending); err != nil {
+		if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), next, ledger.Pending); err != nil {
 			t.Fatalf("update with only %s set: %v", name, err)
 		}
 		want := stored(next)
@@ -90,25 +91,25 @@ func testRunOwnColumns(t *testing.T, h Harness) {
 			return r
 		}
 		r := with(bare(fmt.Sprintf("run_i%02d", i)))
-		if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := l.GetRun(ctx, r.ID); err != nil || !reflect.DeepEqual(got, storedRun(r)) {
+		if got, err := l.Run(ctx, r.ID); err != nil || !reflect.DeepEqual(got, storedRun(r)) {
 			t.Errorf("insert with only %s set:\n got %#v, %v\nwant %#v", name, got, err, storedRun(r))
 		}
 		u := bare(fmt.Sprintf("run_u%02d", i))
-		if err := l.Backend().InsertRun(ctx, l.DB(), u); err != nil {
+		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), u); err != nil {
 			t.Fatal(err)
 		}
 		next := with(bare(u.ID))
-		if err := l.Backend().UpdateRun(ctx, l.DB(), next, ledger.RunOpen); err != nil {
+		if err := driver.BackendOf(l).UpdateRun(ctx, l.DB(), next, ledger.RunOpen); err != nil {
 			t.Fatalf("update with only %s set: %v", name, err)
 		}
 		want := storedRun(next)
 		if runFixed[name] {
 			want = storedRun(u)
 		}
-		if got, err := l.GetRun(ctx, u.ID); err != nil || !reflect.DeepEqual(got, want) {
+		if got, err := l.Run(ctx, u.ID); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("update with only %s set (fixed at start: %v):\n got %#v, %v\nwant %#v", name, runFixed[name], got, err, want)
 		}
 	}
@@ -173,7 +174,7 @@ func testColumnNames(t *testing.T, h Harness) {
 		}
 	}
 	r := fullRun("run_full")
-	if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 		t.Fatal(err)
 	}
 	for col, want := range map[string]string{

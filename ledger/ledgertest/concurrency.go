@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseConcurrency(t *testing.T, h Harness) {
@@ -281,7 +282,7 @@ func testDeleteRunRacesJoin(t *testing.T, h Harness) {
 	}
 	deleted := make(chan result, 1)
 	go func() {
-		n, err := l.Backend().DeleteRuns(ctx, l.DB(), []string{"run_1"})
+		n, err := driver.BackendOf(l).DeleteRuns(ctx, l.DB(), []string{"run_1"})
 		deleted <- result{n, err}
 	}()
 	// Give the delete time to reach the lock; it is correct either way.
@@ -295,7 +296,7 @@ func testDeleteRunRacesJoin(t *testing.T, h Harness) {
 			t.Errorf("DeleteRuns = %d, %v; want 0 and no error: a change joined the run", r.n, r.err)
 		}
 	})
-	if _, err := l.GetRun(ctx, "run_1"); err != nil {
+	if _, err := l.Run(ctx, "run_1"); err != nil {
 		t.Errorf("the run was deleted: %v", err)
 	}
 	if c := mustGet(t, l, "chg_1"); c.RunID != "run_1" {

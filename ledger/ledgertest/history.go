@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseHistory(t *testing.T, h Harness) {
@@ -160,7 +161,7 @@ func testHistoryRollback(t *testing.T, h Harness) {
 		if err := tx.UpdateChange(c, ledger.Pending); err != nil {
 			return err
 		}
-		if got, err := l.Backend().ListHistory(ctx, tx.SQL(), ledger.HistoryFilter{}); err != nil || len(got) != 3 {
+		if got, err := driver.BackendOf(l).ListHistory(ctx, tx.SQL(), ledger.HistoryFilter{}); err != nil || len(got) != 3 {
 			return fmt.Errorf("inside the transaction, the history holds %d entries (%v), want 3", len(got), err)
 		}
 		return boom
@@ -176,11 +177,11 @@ func testHistoryRollback(t *testing.T, h Harness) {
 
 // failingHistory is the backend under test, except that appending to the
 // history fails: the transition it belongs to must not survive.
-type failingHistory struct{ ledger.Backend }
+type failingHistory struct{ driver.Backend }
 
 var errAppend = errors.New("append refused")
 
-func (failingHistory) AppendHistory(context.Context, ledger.Querier, ledger.HistoryEntry) error {
+func (failingHistory) AppendHistory(context.Context, driver.Querier, ledger.HistoryEntry) error {
 	return errAppend
 }
 
@@ -189,7 +190,7 @@ func testHistoryAppendFails(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	insertChanges(t, l, pendingChange("chg_1", t0))
 	insertRuns(t, l, "run_1")
-	bad := ledger.New(failingHistory{l.Backend()})
+	bad := driver.NewLedger(failingHistory{driver.BackendOf(l)})
 	if err := step(ctx, bad, "chg_1", ledger.Pending, ledger.Applying, nil); !errors.Is(err, errAppend) {
 		t.Errorf("a transition whose history append failed: %v, want the append's error", err)
 	}
@@ -200,7 +201,7 @@ func testHistoryAppendFails(t *testing.T, h Harness) {
 	if !errors.Is(err, errAppend) {
 		t.Errorf("an insert whose history append failed: %v", err)
 	}
-	if _, err := l.Get(ctx, "chg_2"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := l.Change(ctx, "chg_2"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("the insert survived its failed history append: %v", err)
 	}
 	err = bad.WithTx(ctx, func(tx *ledger.Tx) error {
@@ -214,7 +215,7 @@ func testHistoryAppendFails(t *testing.T, h Harness) {
 	if !errors.Is(err, errAppend) {
 		t.Errorf("a run's transition whose history append failed: %v", err)
 	}
-	if r, err := l.GetRun(ctx, "run_1"); err != nil || r.Status != ledger.RunOpen {
+	if r, err := l.Run(ctx, "run_1"); err != nil || r.Status != ledger.RunOpen {
 		t.Errorf("the run's transition survived its failed history append: %v %v", r, err)
 	}
 }
@@ -320,13 +321,13 @@ func testHistoryFilters(t *testing.T, h Harness) {
 		"agent:alice": {"chg_2", "chg_0"}, "agent:bob": {"chg_1", "chg_0"}, "agent:al": {},
 	} {
 		if got := changeIDs(t, l, ledger.ChangeFilter{By: by}); !reflect.DeepEqual(got, want) {
-			t.Errorf("ListChanges(By: %s) = %v, want %v", by, got, want)
+			t.Errorf("Changes(By: %s) = %v, want %v", by, got, want)
 		}
 	}
 	if got := changeIDs(t, l, ledger.ChangeFilter{By: "agent:bob", Statuses: []ledger.Status{ledger.Pending}}); !reflect.DeepEqual(got, []string{"chg_1"}) {
-		t.Errorf("ListChanges(By and Statuses) = %v", got)
+		t.Errorf("Changes(By and Statuses) = %v", got)
 	}
-	if n, err := l.Backend().CountChanges(ctx, l.DB(), ledger.ChangeFilter{By: "agent:alice"}); err != nil || n != 2 {
+	if n, err := driver.BackendOf(l).CountChanges(ctx, l.DB(), ledger.ChangeFilter{By: "agent:alice"}); err != nil || n != 2 {
 		t.Errorf("CountChanges(By) = %d, %v", n, err)
 	}
 

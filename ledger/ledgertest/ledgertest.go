@@ -1,7 +1,8 @@
 // Package ledgertest is the conformance suite that every ledger backend
-// must pass: one set of tests of the promises in [ledger.Backend] and of
-// the state machine in package ledger above it, run against each backend
-// from a single test file (backends_test.go in this directory).
+// must pass: one set of tests of the promises in [driver.Backend] (whose
+// methods it calls through [driver.BackendOf]) and of the state machine in
+// package ledger above it, run against each backend from a single test
+// file (backends_test.go in this directory).
 //
 // A backend is tested by handing [Exercise] a [Harness] that opens fresh,
 // empty ledgers:
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // Harness tells the suite how to make ledgers of the backend under test.
@@ -180,7 +182,7 @@ func insertChanges(t *testing.T, l *ledger.Ledger, cs ...*ledger.Change) {
 	t.Helper()
 	ctx := context.Background()
 	for _, c := range cs {
-		if err := l.Backend().InsertChange(ctx, l.DB(), c); err != nil {
+		if err := driver.BackendOf(l).InsertChange(ctx, l.DB(), c); err != nil {
 			t.Fatalf("insert %s: %v", c.ID, err)
 		}
 	}
@@ -191,7 +193,7 @@ func insertRuns(t *testing.T, l *ledger.Ledger, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		r := &ledger.Run{ID: id, Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}
-		if err := l.Backend().InsertRun(context.Background(), l.DB(), r); err != nil {
+		if err := driver.BackendOf(l).InsertRun(context.Background(), l.DB(), r); err != nil {
 			t.Fatalf("insert run %s: %v", id, err)
 		}
 	}
@@ -200,7 +202,7 @@ func insertRuns(t *testing.T, l *ledger.Ledger, ids ...string) {
 // mustGet reads a change, failing the test on any error.
 func mustGet(t *testing.T, l *ledger.Ledger, id string) *ledger.Change {
 	t.Helper()
-	c, err := l.Get(context.Background(), id)
+	c, err := l.Change(context.Background(), id)
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}
@@ -211,9 +213,9 @@ func mustGet(t *testing.T, l *ledger.Ledger, id string) *ledger.Change {
 // backend returns them.
 func changeIDs(t *testing.T, l *ledger.Ledger, f ledger.ChangeFilter) []string {
 	t.Helper()
-	cs, err := l.ListChanges(context.Background(), f)
+	cs, err := l.Changes(context.Background(), f)
 	if err != nil {
-		t.Fatalf("ListChanges(%+v): %v", f, err)
+		t.Fatalf("Changes(%+v): %v", f, err)
 	}
 	ids := []string{}
 	for _, c := range cs {

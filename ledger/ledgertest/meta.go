@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseMeta(t *testing.T, h Harness) {
@@ -21,7 +22,7 @@ func exerciseMeta(t *testing.T, h Harness) {
 func testMetaMissing(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	if v, ok, err := l.Backend().GetMeta(ctx, l.DB(), "k"); ok || v != nil || err != nil {
+	if v, ok, err := driver.BackendOf(l).GetMeta(ctx, l.DB(), "k"); ok || v != nil || err != nil {
 		t.Errorf("GetMeta of a missing key = %q, %v, %v", v, ok, err)
 	}
 }
@@ -29,7 +30,7 @@ func testMetaMissing(t *testing.T, h Harness) {
 func testMetaFirstWins(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	b := l.Backend()
+	b := driver.BackendOf(l)
 	binary := []byte{0, 1, 2, 0xff, 0xfe, '\'', '\\'}
 	if v, err := b.SetMetaIfAbsent(ctx, l.DB(), "k", binary); err != nil || string(v) != string(binary) {
 		t.Errorf("first SetMetaIfAbsent = %q, %v", v, err)
@@ -71,7 +72,7 @@ func testMetaRace(t *testing.T, h Harness) {
 	for i := range writers {
 		wg.Go(func() {
 			hl := handles[i%len(handles)]
-			v, err := hl.Backend().SetMetaIfAbsent(ctx, hl.DB(), "server-key", fmt.Appendf(nil, "value-%d", i))
+			v, err := driver.BackendOf(hl).SetMetaIfAbsent(ctx, hl.DB(), "server-key", fmt.Appendf(nil, "value-%d", i))
 			if err != nil {
 				t.Errorf("writer %d: %v", i, err)
 			}

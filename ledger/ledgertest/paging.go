@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // testChangePaging pages through a run of 250 changes, many created in
@@ -75,7 +76,7 @@ func testChangePaging(t *testing.T, h Harness) {
 			if pages > len(want)+1 {
 				t.Fatalf("run %q, pages of %d: paging does not end", tc.run, tc.size)
 			}
-			page, err := l.ListChanges(ctx, ledger.ChangeFilter{RunID: tc.run, Limit: tc.size, Before: key})
+			page, err := l.Changes(ctx, ledger.ChangeFilter{RunID: tc.run, Limit: tc.size, Before: key})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,14 +114,14 @@ func testChangePaging(t *testing.T, h Harness) {
 				n++
 			}
 		}
-		got, err := l.ListChanges(ctx, ledger.ChangeFilter{Before: &tc.key})
+		got, err := l.Changes(ctx, ledger.ChangeFilter{Before: &tc.key})
 		if err != nil || len(got) != n {
 			t.Errorf("Before %v %q: %d changes (%v), want %d", tc.key.CreatedAt, tc.key.ID, len(got), err, n)
 		}
 	}
 	// CountChanges ignores Limit and Before.
 	key := &ledger.ChangeKey{CreatedAt: at, ID: ""}
-	if n, err := l.Backend().CountChanges(ctx, l.DB(), ledger.ChangeFilter{RunID: "run_p", Limit: 5, Before: key}); err != nil || n != 250 {
+	if n, err := driver.BackendOf(l).CountChanges(ctx, l.DB(), ledger.ChangeFilter{RunID: "run_p", Limit: 5, Before: key}); err != nil || n != 250 {
 		t.Errorf("CountChanges(run_p, Limit 5, Before) = %d, %v; want 250", n, err)
 	}
 }
@@ -135,7 +136,7 @@ func firstDiff(a, b []string) int {
 }
 
 // testChangeScopeAndCount filters by scope and checks that CountChanges
-// counts what ListChanges lists, for every filter.
+// counts what Changes lists, for every filter.
 func testChangeScopeAndCount(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
@@ -176,9 +177,9 @@ func testChangeScopeAndCount(t *testing.T, h Harness) {
 	} {
 		got := strings.Join(changeIDs(t, l, tc.f), " ")
 		if got != tc.want {
-			t.Errorf("ListChanges(%+v) = %q, want %q", tc.f, got, tc.want)
+			t.Errorf("Changes(%+v) = %q, want %q", tc.f, got, tc.want)
 		}
-		n, err := l.Backend().CountChanges(ctx, l.DB(), tc.f)
+		n, err := driver.BackendOf(l).CountChanges(ctx, l.DB(), tc.f)
 		if want := len(strings.Fields(tc.want)); err != nil || n != want {
 			t.Errorf("CountChanges(%+v) = %d, %v; want %d", tc.f, n, err, want)
 		}
@@ -190,7 +191,7 @@ func testChangeScopeAndCount(t *testing.T, h Harness) {
 		if err := tx.InsertChange(c); err != nil {
 			return err
 		}
-		n, err := l.Backend().CountChanges(ctx, tx.SQL(), ledger.ChangeFilter{ScopeHash: "a", Statuses: []ledger.Status{ledger.Pending}})
+		n, err := driver.BackendOf(l).CountChanges(ctx, tx.SQL(), ledger.ChangeFilter{ScopeHash: "a", Statuses: []ledger.Status{ledger.Pending}})
 		if err == nil && n != 3 {
 			t.Errorf("CountChanges in the inserting transaction = %d, want 3", n)
 		}
@@ -236,7 +237,7 @@ func testChangeDependsOn(t *testing.T, h Harness) {
 	}
 	// Deleted (as Prune deletes), a change no longer depends on anything,
 	// even if a new change takes its ID.
-	if n, err := l.Backend().DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_5"}, []ledger.Status{ledger.Expired}); err != nil || n != 2 {
+	if n, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_5"}, []ledger.Status{ledger.Expired}); err != nil || n != 2 {
 		t.Fatalf("DeleteChanges = %d, %v", n, err)
 	}
 	add("chg_1", sec(6), nil)
@@ -265,7 +266,7 @@ func testChangeDependsOn(t *testing.T, h Harness) {
 	// A refused insert (duplicate ID) adds no dependency either.
 	dup := pendingChange("chg_2", sec(8))
 	dup.DependsOn = []string{"rule:dup"}
-	if err := l.Backend().InsertChange(ctx, l.DB(), dup); err == nil {
+	if err := driver.BackendOf(l).InsertChange(ctx, l.DB(), dup); err == nil {
 		t.Fatal("a duplicate ID was inserted")
 	}
 	if got := changeIDs(t, l, ledger.ChangeFilter{DependsOn: "rule:dup"}); len(got) != 0 {

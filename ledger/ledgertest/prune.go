@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exercisePrune(t *testing.T, h Harness) {
@@ -148,7 +149,7 @@ func testPruneApplied(t *testing.T, h Harness) {
 	forever.Undoable, forever.UndoExpiresAt = true, time.Time{}
 	closing.Undoable, closing.UndoExpiresAt = true, now // closed at now: no longer undoable
 	for _, c := range []*ledger.Change{noUndo, closed, stillOpen, forever, closing} {
-		if err := l.Backend().UpdateChange(ctx, l.DB(), c, ledger.Applied); err != nil {
+		if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), c, ledger.Applied); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +182,7 @@ func testPruneRuns(t *testing.T, h Harness) {
 		{ID: "run_applied", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0},            // applied, still undoable
 		{ID: "run_expired", Status: ledger.RunUndone, CreatedAt: t0, UpdatedAt: t0.Add(day)}, // its change goes: pruned
 	} {
-		if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,7 +211,7 @@ func testPruneRuns(t *testing.T, h Harness) {
 	if !sameIDs(res.Runs, "run_done", "run_empty", "run_expired") {
 		t.Errorf("pruned runs %v, want run_done run_empty run_expired", res.Runs)
 	}
-	rs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	rs, err := l.Runs(ctx, ledger.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func testPruneDryRun(t *testing.T, h Harness) {
 	if got := left(t, l); !slices.Equal(got, before) {
 		t.Errorf("a dry run deleted rows: %v left of %v", got, before)
 	}
-	if _, err := l.GetRun(ctx, "run_1"); err != nil {
+	if _, err := l.Run(ctx, "run_1"); err != nil {
 		t.Errorf("a dry run deleted a run: %v", err)
 	}
 	done, err := l.Prune(ctx, ledger.PruneOptions{})
@@ -324,7 +325,7 @@ func testPrunePages(t *testing.T, h Harness) {
 	if len(kept) != 700 || kept[0] != "chg_0503" {
 		t.Errorf("left %d changes from %v, want 700 from chg_0503", len(kept), kept[:1])
 	}
-	runs, err := l.ListRuns(ctx, ledger.RunFilter{})
+	runs, err := l.Runs(ctx, ledger.RunFilter{})
 	if err != nil || len(runs) != 2 {
 		t.Errorf("runs left: %d, %v; want run_a and run_b", len(runs), err)
 	}

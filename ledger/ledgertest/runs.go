@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseRuns(t *testing.T, h Harness) {
@@ -60,10 +61,10 @@ func testRunRoundTrip(t *testing.T, h Harness) {
 	bare := &ledger.Run{ID: "run_2", Status: ledger.RunOpen, CreatedAt: sec(1), UpdatedAt: t0}
 	empty := &ledger.Run{ID: "run_3", Status: ledger.RunOpen, Report: json.RawMessage{}, CreatedAt: sec(2), UpdatedAt: t0}
 	for _, want := range []*ledger.Run{full, bare, empty} {
-		if err := l.Backend().InsertRun(ctx, l.DB(), want); err != nil {
+		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), want); err != nil {
 			t.Fatal(err)
 		}
-		got, err := l.GetRun(ctx, want.ID)
+		got, err := l.Run(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func testRunDuplicate(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
 	r := fullRun("run_dup")
-	if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 		t.Fatal(err)
 	}
 	again := &ledger.Run{ID: "run_dup", Label: "other", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}
@@ -96,7 +97,7 @@ func testRunDuplicate(t *testing.T, h Harness) {
 	if err == nil || !errors.As(err, &le) || errors.Is(err, ledger.ErrNotFound) || !strings.Contains(err.Error(), "run_dup") {
 		t.Errorf("duplicate run: %v; want a *ledger.Error naming the run", err)
 	}
-	if got, _ := l.GetRun(ctx, "run_dup"); !reflect.DeepEqual(got, storedRun(r)) {
+	if got, _ := l.Run(ctx, "run_dup"); !reflect.DeepEqual(got, storedRun(r)) {
 		t.Errorf("the first run changed: %#v", got)
 	}
 }
@@ -104,8 +105,8 @@ func testRunDuplicate(t *testing.T, h Harness) {
 func testRunNotFound(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	if _, err := l.GetRun(ctx, "run_none"); !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(err.Error(), "run_none") {
-		t.Errorf("GetRun of a missing run: %v", err)
+	if _, err := l.Run(ctx, "run_none"); !errors.Is(err, ledger.ErrNotFound) || !strings.Contains(err.Error(), "run_none") {
+		t.Errorf("Run of a missing run: %v", err)
 	}
 	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
 		_, err := tx.Run("run_none")
@@ -114,7 +115,7 @@ func testRunNotFound(t *testing.T, h Harness) {
 	if !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Tx.Run of a missing run: %v", err)
 	}
-	err = l.Backend().UpdateRun(ctx, l.DB(), &ledger.Run{ID: "run_none", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}, ledger.RunOpen)
+	err = driver.BackendOf(l).UpdateRun(ctx, l.DB(), &ledger.Run{ID: "run_none", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}, ledger.RunOpen)
 	if !errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("UpdateRun of a missing run: %v", err)
 	}
@@ -124,27 +125,27 @@ func testRunCompareAndSet(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
 	r := fullRun("run_1")
-	if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 		t.Fatal(err)
 	}
 	next := r.Clone()
 	next.Status, next.Report, next.Label, next.UpdatedAt = ledger.RunUndone, nil, "relabelled", sec(9)
 	next.PlanHash, next.ConfirmHash, next.ConfirmExpiresAt = "", "", time.Time{}
 	next.ScopeHash, next.CreatedAt = "other", sec(99) // fixed when the run started
-	err := l.Backend().UpdateRun(ctx, l.DB(), next, ledger.RunOpen)
+	err := driver.BackendOf(l).UpdateRun(ctx, l.DB(), next, ledger.RunOpen)
 	if !errors.Is(err, ledger.ErrConflict) || !strings.Contains(err.Error(), "open") || !strings.Contains(err.Error(), "undoing") {
 		t.Errorf("UpdateRun from the wrong status: %v; want ErrConflict naming both statuses", err)
 	}
 	if err := l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateRun(next, ledger.RunUndoing) }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := l.GetRun(ctx, "run_1")
+	got, err := l.Run(ctx, "run_1")
 	want := storedRun(next)
 	want.ScopeHash, want.CreatedAt = r.ScopeHash, storedTime(r.CreatedAt)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("after UpdateRun:\n got %#v, %v\nwant %#v", got, err, want)
 	}
-	if err := l.Backend().UpdateRun(ctx, l.DB(), next, ledger.RunUndoing); !errors.Is(err, ledger.ErrConflict) {
+	if err := driver.BackendOf(l).UpdateRun(ctx, l.DB(), next, ledger.RunUndoing); !errors.Is(err, ledger.ErrConflict) {
 		t.Errorf("second UpdateRun from undoing: %v, want ErrConflict", err)
 	}
 }
@@ -152,21 +153,21 @@ func testRunCompareAndSet(t *testing.T, h Harness) {
 func testRunInvalidStatus(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	if err := l.Backend().InsertRun(ctx, l.DB(), &ledger.Run{ID: "run_x", Status: "bogus", CreatedAt: t0, UpdatedAt: t0}); err == nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), &ledger.Run{ID: "run_x", Status: "bogus", CreatedAt: t0, UpdatedAt: t0}); err == nil {
 		t.Error("inserted a run with an invalid status")
 	}
-	if err := l.Backend().InsertRun(ctx, l.DB(), &ledger.Run{ID: "", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err == nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), &ledger.Run{ID: "", Status: ledger.RunOpen, CreatedAt: t0, UpdatedAt: t0}); err == nil {
 		t.Error("inserted a run with an empty ID")
 	}
-	if err := l.Backend().InsertRun(ctx, l.DB(), &ledger.Run{ID: "run_k", Status: ledger.RunOpen, Kind: "Task", CreatedAt: t0, UpdatedAt: t0}); err == nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), &ledger.Run{ID: "run_k", Status: ledger.RunOpen, Kind: "Task", CreatedAt: t0, UpdatedAt: t0}); err == nil {
 		t.Error("inserted a run with an invalid kind")
 	}
 	insertRuns(t, l, "run_1")
-	err := l.Backend().UpdateRun(ctx, l.DB(), &ledger.Run{ID: "run_1", Status: "bogus", CreatedAt: t0, UpdatedAt: t0}, ledger.RunOpen)
+	err := driver.BackendOf(l).UpdateRun(ctx, l.DB(), &ledger.Run{ID: "run_1", Status: "bogus", CreatedAt: t0, UpdatedAt: t0}, ledger.RunOpen)
 	if err == nil {
 		t.Error("updated a run to an invalid status")
 	}
-	if got, err := l.GetRun(ctx, "run_1"); err != nil || got.Status != ledger.RunOpen {
+	if got, err := l.Run(ctx, "run_1"); err != nil || got.Status != ledger.RunOpen {
 		t.Errorf("after the refused update: %v, %v", got, err)
 	}
 }
@@ -183,7 +184,7 @@ func testRunList(t *testing.T, h Harness) {
 		{ID: "run_5", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(5), UpdatedAt: sec(5)},
 		{ID: "run_6", ScopeHash: "b", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(6), UpdatedAt: sec(6)},
 	} {
-		if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +222,7 @@ func testRunList(t *testing.T, h Harness) {
 		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(3), ID: "run_3b"}, ScopeHash: "a"}, "run_3a run_1"},
 		{ledger.RunFilter{Before: &ledger.ChangeKey{CreatedAt: sec(1), ID: "run_1"}}, ""},
 	} {
-		rs, err := l.ListRuns(ctx, tc.f)
+		rs, err := l.Runs(ctx, tc.f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func testRunList(t *testing.T, h Harness) {
 			ids = append(ids, r.ID)
 		}
 		if got := strings.Join(ids, " "); got != tc.want {
-			t.Errorf("ListRuns(%+v) = %q, want %q", tc.f, got, tc.want)
+			t.Errorf("Runs(%+v) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
 }
@@ -238,7 +239,7 @@ func testRunList(t *testing.T, h Harness) {
 func testRunDelete(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	b := l.Backend()
+	b := driver.BackendOf(l)
 	insertRuns(t, l, "run_a", "run_b", "run_c")
 	for _, c := range []struct{ id, run string }{{"chg_a", "run_a"}, {"chg_b", "run_b"}} {
 		ch := pendingChange(c.id, t0)
@@ -267,7 +268,7 @@ func testRunDelete(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, _ := l.ListRuns(ctx, ledger.RunFilter{})
+	rs, _ := l.Runs(ctx, ledger.RunFilter{})
 	if len(rs) != 1 || rs[0].ID != "run_b" {
 		t.Errorf("runs left: %v, want run_b", rs)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // changeMoves and runMoves are the moves the state machine allows, written
@@ -89,13 +90,13 @@ func testRunMoves(t *testing.T, h Harness) {
 			move := string(from) + " → " + string(to)
 			id := "run_" + string(from) + "_" + string(to)
 			r := &ledger.Run{ID: id, Status: from, CreatedAt: t0, UpdatedAt: t0}
-			if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+			if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 				t.Fatal(err)
 			}
 			next := r.Clone()
 			next.Status, next.UpdatedAt, next.Label = to, sec(1), "moved"
 			err := l.WithTx(ctx, func(tx *ledger.Tx) error { return tx.UpdateRun(next, from) })
-			got, gerr := l.GetRun(ctx, id)
+			got, gerr := l.Run(ctx, id)
 			if gerr != nil {
 				t.Fatal(gerr)
 			}
@@ -133,7 +134,7 @@ func testNamedRefusals(t *testing.T, h Harness) {
 		}
 	}
 	r := &ledger.Run{ID: "run_done", Status: ledger.RunPartiallyUndone, CreatedAt: t0, UpdatedAt: t0}
-	if err := l.Backend().InsertRun(ctx, l.DB(), r); err != nil {
+	if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 		t.Fatal(err)
 	}
 	next := r.Clone()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func exerciseTransitions(t *testing.T, h Harness) {
@@ -61,7 +62,7 @@ func testTxCommit(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	mustGet(t, l, "chg_1")
-	if _, err := l.GetRun(ctx, "run_1"); err != nil {
+	if _, err := l.Run(ctx, "run_1"); err != nil {
 		t.Error(err)
 	}
 }
@@ -95,10 +96,10 @@ func testTxRollback(t *testing.T, h Harness) {
 	if got := mustGet(t, l, "chg_kept"); got.Status != ledger.Pending {
 		t.Errorf("a rolled-back update stuck: %s", got.Status)
 	}
-	if _, err := l.Get(ctx, "chg_new"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := l.Change(ctx, "chg_new"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a rolled-back insert stuck: %v", err)
 	}
-	if _, err := l.GetRun(ctx, "run_new"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := l.Run(ctx, "run_new"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a rolled-back run stuck: %v", err)
 	}
 	// The ledger is usable afterwards.
@@ -126,7 +127,7 @@ func testTxReaders(t *testing.T, h Harness) {
 		// Readers outside the transaction see the committed state at
 		// once; none waits for the writer.
 		start := time.Now()
-		got, err := l.Get(ctx, "chg_1")
+		got, err := l.Change(ctx, "chg_1")
 		if err != nil || got.Status != ledger.Pending {
 			t.Errorf("outside read of a row being written: %v, %v; want pending", got, err)
 		}
@@ -189,7 +190,7 @@ func testFullCycle(t *testing.T, h Harness) {
 			t.Fatalf("%s → %s: %v", s.from, s.to, err)
 		}
 		// The same step again finds the row moved on.
-		if err := l.Backend().UpdateChange(ctx, l.DB(), mustGet(t, l, "chg_1"), s.from); !errors.Is(err, ledger.ErrConflict) {
+		if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), mustGet(t, l, "chg_1"), s.from); !errors.Is(err, ledger.ErrConflict) {
 			t.Errorf("repeating %s → %s: %v, want ErrConflict", s.from, s.to, err)
 		}
 	}
@@ -285,14 +286,14 @@ func testReconcile(t *testing.T, h Harness) {
 func testCheckFresh(t *testing.T, h Harness) {
 	ctx := context.Background()
 	l, _ := open(t, h)
-	if problems, err := l.Backend().Check(ctx); err != nil || len(problems) != 0 {
+	if problems, err := driver.BackendOf(l).Check(ctx); err != nil || len(problems) != 0 {
 		t.Errorf("Check of an empty ledger = %q, %v", problems, err)
 	}
 	insertRuns(t, l, "run_1")
 	c := fullChange("chg_1", t0)
 	c.RunID = "run_1"
 	insertChanges(t, l, c, pendingChange("chg_2", t0))
-	if problems, err := l.Backend().Check(ctx); err != nil || len(problems) != 0 {
+	if problems, err := driver.BackendOf(l).Check(ctx); err != nil || len(problems) != 0 {
 		t.Errorf("Check = %q, %v", problems, err)
 	}
 	if loc := l.Location(); loc == "" {
@@ -308,7 +309,7 @@ func testSecondHandle(t *testing.T, h Harness) {
 	l, _ := open(t, h)
 	insertChanges(t, l, pendingChange("chg_1", t0))
 	l2 := second(t, h, l)
-	if got, err := l2.Get(ctx, "chg_1"); err != nil || got.Status != ledger.Pending {
+	if got, err := l2.Change(ctx, "chg_1"); err != nil || got.Status != ledger.Pending {
 		t.Fatalf("second handle: %v, %v", got, err)
 	}
 	if err := step(ctx, l2, "chg_1", ledger.Pending, ledger.Applying, nil); err != nil {
@@ -317,7 +318,7 @@ func testSecondHandle(t *testing.T, h Harness) {
 	if got := mustGet(t, l, "chg_1"); got.Status != ledger.Applying {
 		t.Errorf("first handle after the second's commit: %s", got.Status)
 	}
-	if problems, err := l2.Backend().Check(ctx); err != nil || len(problems) != 0 {
+	if problems, err := driver.BackendOf(l2).Check(ctx); err != nil || len(problems) != 0 {
 		t.Errorf("Check through the second handle = %q, %v", problems, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // CheckUpgradedV1 checks a ledger that a backend's migrations brought up
@@ -15,7 +16,7 @@ import (
 // defaults, and a change using those columns (depends_on and change_deps)
 // can be stored and found in the upgraded ledger. Each backend's migration
 // test calls it after its own, backend-specific checks of the schema.
-func CheckUpgradedV1(t *testing.T, b ledger.Backend) {
+func CheckUpgradedV1(t *testing.T, b driver.Backend) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := b.GetChange(ctx, b.DB(), "chg_old")

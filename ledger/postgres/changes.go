@@ -5,12 +5,13 @@ import (
 	"database/sql"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // InsertChange stores a new change. It fails if a change with the same ID
 // exists or if c.RunID names no run.
-func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.Change) error {
+func (b *Backend) InsertChange(ctx context.Context, q driver.Querier, c *ledger.Change) error {
 	_, err := q.ExecContext(ctx, b.sql.insertChange, sqlval.Changes.InsertArgs(c, dialect)...)
 	return b.interpretError("insert change "+c.ID, err)
 }
@@ -20,7 +21,7 @@ func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.
 // (SELECT … FOR UPDATE): a second transaction reading the same change
 // waits, then sees what the first one committed. A missing change is an
 // error wrapping [ledger.ErrNotFound].
-func (b *Backend) GetChange(ctx context.Context, q ledger.Querier, id string) (*ledger.Change, error) {
+func (b *Backend) GetChange(ctx context.Context, q driver.Querier, id string) (*ledger.Change, error) {
 	query := b.sql.selectChanges + ` WHERE id = $1`
 	if _, inTx := q.(*sql.Tx); inTx {
 		query += ` FOR UPDATE`
@@ -37,7 +38,7 @@ func (b *Backend) GetChange(ctx context.Context, q ledger.Querier, id string) (*
 // ScopeHash, RunID and CreatedAt). If the status has moved on it fails with
 // an error wrapping [ledger.ErrConflict], and if the change is gone with
 // one wrapping [ledger.ErrNotFound].
-func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.Change, from ledger.Status) error {
+func (b *Backend) UpdateChange(ctx context.Context, q driver.Querier, c *ledger.Change, from ledger.Status) error {
 	res, err := q.ExecContext(ctx, b.sql.updateChange, sqlval.Changes.UpdateArgs(c, dialect, c.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "change", c.ID, string(from), res, err)
 }
@@ -46,7 +47,7 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 // time, then by ID descending, byte by byte, for changes created in the
 // same microsecond), at most f.Limit of them, from just after f.Before.
 // It locks nothing.
-func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
+func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
 	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, true)
 	query := b.sql.selectChanges + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list changes in"
@@ -60,7 +61,7 @@ func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.Ch
 
 // CountChanges returns how many changes match f, whatever its Limit and
 // Before. It locks nothing.
-func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
+func (b *Backend) CountChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) (int, error) {
 	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
 	var n int
 	err := q.QueryRowContext(ctx, b.sql.countChanges+w.String(), w.Args...).Scan(&n)
@@ -68,7 +69,7 @@ func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.C
 }
 
 // TallyChanges counts the changes that match f by action and status.
-func (b *Backend) TallyChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
+func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
 	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
 	rows, err := q.QueryContext(ctx, b.sql.tallyChanges+w.String()+sqlval.TallyGroup, w.Args...)
 	if err != nil {
@@ -82,7 +83,7 @@ func (b *Backend) TallyChanges(ctx context.Context, q ledger.Querier, f ledger.C
 // still one of statuses, and reports how many it deleted. IDs that match
 // nothing are ignored. A row that another transaction is changing is
 // waited for and judged by the status it is left in.
-func (b *Backend) DeleteChanges(ctx context.Context, q ledger.Querier, ids []string, statuses []ledger.Status) (int, error) {
+func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (int, error) {
 	if len(ids) == 0 || len(statuses) == 0 {
 		return 0, nil
 	}
@@ -102,7 +103,7 @@ func (b *Backend) DeleteChanges(ctx context.Context, q ledger.Querier, ids []str
 // id of kind ("change", "run"): one row written is success; none means the
 // row is gone (ErrNotFound) or in another status (ErrConflict), which a
 // second read tells apart.
-func (b *Backend) casResult(ctx context.Context, q ledger.Querier, op, kind, id, from string, res sql.Result, err error) error {
+func (b *Backend) casResult(ctx context.Context, q driver.Querier, op, kind, id, from string, res sql.Result, err error) error {
 	if err != nil {
 		return b.interpretError(op+" "+kind+" "+id, err)
 	}

@@ -31,7 +31,7 @@ const (
 var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrReadOnly)
 
 // InterpretError is interpretError for the Ledger (see
-// ledger.ErrorInterpreter).
+// driver.ErrorInterpreter).
 func (b *Backend) InterpretError(op string, err error) error { return b.interpretError(op, err) }
 
 // interpretError turns an error of pgx or database/sql into a *ledger.Error

@@ -4,18 +4,19 @@ import (
 	"context"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // AppendHistory appends e to the history, in q's transaction.
-func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
+func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {
 	_, err := q.ExecContext(ctx, b.sql.appendHistory, sqlval.HistoryArgs(e)...)
 	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq). It
 // locks nothing.
-func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
+func (b *Backend) ListHistory(ctx context.Context, q driver.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
 	w := sqlval.HistoryWhere(dialect, f)
 	query := b.sql.selectHistory + w.String() + sqlval.OldestFirst + w.Limit(f.Limit)
 	const op = "read history in"

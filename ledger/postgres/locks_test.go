@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/postgres"
 )
 
@@ -95,7 +96,7 @@ func TestClaimsOfDifferentChangesDoNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = ledger.New(b).WithTx(ctx, func(tx *ledger.Tx) error {
+	err = driver.NewLedger(b).WithTx(ctx, func(tx *ledger.Tx) error {
 		c, err := tx.Change("chg_2")
 		if err != nil {
 			return err
@@ -125,7 +126,7 @@ func TestALockHeldTooLongIsBusy(t *testing.T) {
 	}
 	impatient := open(t, dsn, ledger.OpenOptions{BusyTimeout: 100 * time.Millisecond})
 	start := time.Now()
-	err = ledger.New(impatient).WithTx(ctx, func(tx *ledger.Tx) error {
+	err = driver.NewLedger(impatient).WithTx(ctx, func(tx *ledger.Tx) error {
 		_, err := tx.Change("chg_1")
 		return err
 	})
@@ -187,7 +188,7 @@ func TestDeadlockVictimIsRetriedByWithTx(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b, _ := newLedger(t, ledger.OpenOptions{BusyTimeout: 20 * time.Second}, "chg_a", "chg_b")
-	l := ledger.New(b)
+	l := driver.NewLedger(b)
 	var locked sync.WaitGroup
 	locked.Add(2)
 	var once [2]sync.Once

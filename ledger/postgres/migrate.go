@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
@@ -38,7 +39,7 @@ type identity struct {
 // readIdentity reads the identity of schema. Everything but the versions
 // comes from one statement, so from one snapshot; the versions are read
 // only once the migrations table is known to exist.
-func readIdentity(ctx context.Context, q ledger.Querier, schema string) (identity, error) {
+func readIdentity(ctx context.Context, q driver.Querier, schema string) (identity, error) {
 	var id identity
 	err := q.QueryRowContext(ctx, `SELECT
 		EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/postgres"
 )
 
@@ -258,12 +259,12 @@ func TestOpen_RegisteredForPostgresURLs(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	for _, scheme := range []string{"postgres", "postgresql"} {
 		target := scheme + strings.TrimPrefix(dsn, "postgres")
-		l, err := ledger.OpenContext(context.Background(), target, ledger.OpenOptions{Create: true})
+		l, err := ledger.Open(context.Background(), target, ledger.OpenOptions{Create: true})
 		if err != nil {
 			t.Fatalf("%s: %v", scheme, err)
 		}
-		if _, ok := l.Backend().(*postgres.Backend); !ok {
-			t.Errorf("%s: backend is %T", scheme, l.Backend())
+		if _, ok := driver.BackendOf(l).(*postgres.Backend); !ok {
+			t.Errorf("%s: backend is %T", scheme, driver.BackendOf(l))
 		}
 		l.Close()
 	}

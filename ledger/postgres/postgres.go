@@ -4,12 +4,12 @@
 // (github.com/jackc/pgx/v5) behind database/sql, so that [Backend.DB] is a
 // *sql.DB and transactional operations get a *sql.Tx, as with SQLite.
 //
-// Importing the package registers it with [ledger.RegisterBackend] for
+// Importing the package registers it with [driver.Register] for
 // postgres:// and postgresql:// URLs, so that [ledger.Open] accepts them:
 //
 //	import _ "github.com/mcp-changeset/changeset-go/ledger/postgres"
 //
-//	l, err := ledger.Open("postgres://app@db.internal/app?changeset_schema=notes", true)
+//	l, err := ledger.Open(ctx, "postgres://app@db.internal/app?changeset_schema=notes", ledger.OpenOptions{Create: true})
 //
 // The URL is pgx's (libpq's keywords as query parameters, PG* environment
 // variables and ~/.pgpass apply), plus two parameters of this package:
@@ -47,6 +47,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
@@ -55,19 +56,19 @@ import (
 const SchemaVersion = 7
 
 func init() {
-	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
+	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
 		b, err := Open(ctx, target, opts)
 		if err != nil {
 			return nil, err // never a typed nil in the interface
 		}
 		return b, nil
 	}
-	ledger.RegisterBackend("postgres", open)
-	ledger.RegisterBackend("postgresql", open)
+	driver.Register("postgres", open)
+	driver.Register("postgresql", open)
 }
 
 // Backend is a ledger stored in a schema of a PostgreSQL database. It
-// implements [ledger.Backend] and is safe for concurrent use; the database
+// implements [driver.Backend] and is safe for concurrent use; the database
 // may be shared by any number of processes on any number of hosts.
 type Backend struct {
 	db       *sql.DB
@@ -78,8 +79,8 @@ type Backend struct {
 }
 
 var (
-	_ ledger.Backend          = (*Backend)(nil)
-	_ ledger.ErrorInterpreter = (*Backend)(nil)
+	_ driver.Backend          = (*Backend)(nil)
+	_ driver.ErrorInterpreter = (*Backend)(nil)
 )
 
 // Open opens the ledger that target, a postgres:// URL, names.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/postgres"
 )
 
@@ -48,7 +49,7 @@ func helperClaim() int {
 		return 1
 	}
 	defer b.Close()
-	l := ledger.New(b)
+	l := driver.NewLedger(b)
 	ids := strings.Split(os.Getenv("CHANGESET_PG_IDS"), ",")
 	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	fmt.Println("ready")
@@ -98,7 +99,7 @@ func TestProcesses_RacingClaimsHaveOneWinnerPerChange(t *testing.T) {
 	dsn := withParam(t, pgtest.DSN(t), "changeset_schema", "replicas")
 	b := open(t, dsn, ledger.OpenOptions{Create: true})
 	var ids []string
-	err := ledger.New(b).WithTx(ctx, func(tx *ledger.Tx) error {
+	err := driver.NewLedger(b).WithTx(ctx, func(tx *ledger.Tx) error {
 		for i := range rows {
 			id := fmt.Sprintf("chg_%020x", i)
 			ids = append(ids, id)

@@ -5,11 +5,12 @@ import (
 	"database/sql"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
 // InsertRun stores a new run. It fails if a run with the same ID exists.
-func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
+func (b *Backend) InsertRun(ctx context.Context, q driver.Querier, r *ledger.Run) error {
 	_, err := q.ExecContext(ctx, b.sql.insertRun, sqlval.Runs.InsertArgs(r, dialect)...)
 	return b.interpretError("insert run "+r.ID, err)
 }
@@ -18,7 +19,7 @@ func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run
 // the row until the transaction ends, as GetChange does, so that a change
 // joining a run and an undo of the run are serialised. A missing run is an
 // error wrapping [ledger.ErrNotFound].
-func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
+func (b *Backend) GetRun(ctx context.Context, q driver.Querier, id string) (*ledger.Run, error) {
 	query := b.sql.selectRuns + ` WHERE id = $1`
 	if _, inTx := q.(*sql.Tx); inTx {
 		query += ` FOR UPDATE`
@@ -35,14 +36,14 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // ScopeHash and CreatedAt). If the status has moved on it fails with an
 // error wrapping [ledger.ErrConflict], and if the run is gone with one
 // wrapping [ledger.ErrNotFound].
-func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
+func (b *Backend) UpdateRun(ctx context.Context, q driver.Querier, r *ledger.Run, from ledger.RunStatus) error {
 	res, err := q.ExecContext(ctx, b.sql.updateRun, sqlval.Runs.UpdateArgs(r, dialect, r.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
 }
 
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending). It locks nothing.
-func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
+func (b *Backend) ListRuns(ctx context.Context, q driver.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
 	w := sqlval.RunWhere(dialect, f)
 	query := b.sql.selectRuns + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
 	const op = "list runs in"
@@ -63,13 +64,13 @@ func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFi
 // on the run), and the second statement, with a fresh snapshot at READ
 // COMMITTED, then sees that change and keeps the run. A single DELETE
 // would not see it and fail on the foreign key instead.
-func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string) (int, error) {
+func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	const op = "delete runs from"
 	var n int64
-	err := inTx(ctx, q, func(q ledger.Querier) error {
+	err := inTx(ctx, q, func(q driver.Querier) error {
 		rows, err := q.QueryContext(ctx, b.sql.lockRuns, ids)
 		if err != nil {
 			return err
@@ -93,7 +94,7 @@ func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string
 }
 
 // inTx runs fn in q's transaction, or in a new one when q is the database.
-func inTx(ctx context.Context, q ledger.Querier, fn func(ledger.Querier) error) error {
+func inTx(ctx context.Context, q driver.Querier, fn func(driver.Querier) error) error {
 	db, ok := q.(*sql.DB)
 	if !ok {
 		return fn(q)

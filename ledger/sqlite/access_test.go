@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 func TestReadOnlyLeavesMainFileUnchanged(t *testing.T) {
@@ -200,7 +201,7 @@ func TestBusy(t *testing.T) {
 	if !errors.Is(err, ledger.ErrBusy) || !strings.Contains(err.Error(), "SQLITE_BUSY") {
 		t.Errorf("BeginWrite = %v, want ErrBusy naming SQLITE_BUSY", err)
 	}
-	err = ledger.New(b).WithTx(ctx, func(*ledger.Tx) error { return nil })
+	err = driver.NewLedger(b).WithTx(ctx, func(*ledger.Tx) error { return nil })
 	if !errors.Is(err, ledger.ErrBusy) {
 		t.Errorf("WithTx = %v, want ErrBusy", err)
 	}
@@ -239,15 +240,15 @@ func TestConcurrentCreate(t *testing.T) {
 func TestRegisteredForFilePaths(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := ledger.OpenContext(context.Background(), path, ledger.OpenOptions{Create: true})
+	l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, ok := l.Backend().(*Backend); !ok {
-		t.Errorf("backend is %T", l.Backend())
+	if _, ok := driver.BackendOf(l).(*Backend); !ok {
+		t.Errorf("backend is %T", driver.BackendOf(l))
 	}
-	if _, err := ledger.Open(filepath.Join(t.TempDir(), "missing.db"), false); !errors.Is(err, ledger.ErrNotExist) {
+	if _, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "missing.db"), ledger.OpenOptions{}); !errors.Is(err, ledger.ErrNotExist) {
 		t.Errorf("ledger.Open of a missing file: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
@@ -19,14 +20,14 @@ var (
 
 // InsertChange stores a new change. It fails if a change with the same ID
 // exists or if c.RunID names no run.
-func (b *Backend) InsertChange(ctx context.Context, q ledger.Querier, c *ledger.Change) error {
+func (b *Backend) InsertChange(ctx context.Context, q driver.Querier, c *ledger.Change) error {
 	_, err := b.execPrepared(ctx, q, insertChangeSQL, sqlval.Changes.InsertArgs(c, dialect)...)
 	return b.interpretError("insert change "+c.ID, err)
 }
 
 // GetChange reads the change with the given ID. A missing change is an
 // error wrapping [ledger.ErrNotFound].
-func (b *Backend) GetChange(ctx context.Context, q ledger.Querier, id string) (*ledger.Change, error) {
+func (b *Backend) GetChange(ctx context.Context, q driver.Querier, id string) (*ledger.Change, error) {
 	c, err := sqlval.Changes.Scan(b.queryRowPrepared(ctx, q, getChangeSQL, id))
 	if err != nil {
 		return nil, b.interpretError("find change "+id, err)
@@ -39,7 +40,7 @@ func (b *Backend) GetChange(ctx context.Context, q ledger.Querier, id string) (*
 // ScopeHash, RunID and CreatedAt). If the status has moved on it fails with
 // an error wrapping [ledger.ErrConflict], and if the change is gone with
 // one wrapping [ledger.ErrNotFound].
-func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.Change, from ledger.Status) error {
+func (b *Backend) UpdateChange(ctx context.Context, q driver.Querier, c *ledger.Change, from ledger.Status) error {
 	res, err := b.execPrepared(ctx, q, updateChangeSQL, sqlval.Changes.UpdateArgs(c, dialect, c.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "change", c.ID, string(from), res, err)
 }
@@ -47,7 +48,7 @@ func (b *Backend) UpdateChange(ctx context.Context, q ledger.Querier, c *ledger.
 // ListChanges returns the changes that match f, newest first (by creation
 // time, then by ID descending for changes created in the same
 // microsecond), at most f.Limit of them, from just after f.Before.
-func (b *Backend) ListChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
+func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
 	query, args := listChangesQuery(f)
 	const op = "list changes in"
 	rows, err := b.queryPrepared(ctx, q, query, args...)
@@ -72,7 +73,7 @@ func countChangesQuery(f ledger.ChangeFilter) (string, []any) {
 
 // CountChanges returns how many changes match f, whatever its Limit and
 // Before.
-func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) (int, error) {
+func (b *Backend) CountChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) (int, error) {
 	query, args := countChangesQuery(f)
 	var n int
 	err := b.queryRowPrepared(ctx, q, query, args...).Scan(&n)
@@ -80,7 +81,7 @@ func (b *Backend) CountChanges(ctx context.Context, q ledger.Querier, f ledger.C
 }
 
 // TallyChanges counts the changes that match f by action and status.
-func (b *Backend) TallyChanges(ctx context.Context, q ledger.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
+func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
 	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
 	rows, err := q.QueryContext(ctx, `SELECT `+sqlval.TallyColumns+` FROM changes`+w.String()+sqlval.TallyGroup, w.Args...)
 	if err != nil {
@@ -93,7 +94,7 @@ func (b *Backend) TallyChanges(ctx context.Context, q ledger.Querier, f ledger.C
 // DeleteChanges deletes the changes with the given IDs whose status is
 // still one of statuses, and reports how many it deleted. IDs that match
 // nothing are ignored.
-func (b *Backend) DeleteChanges(ctx context.Context, q ledger.Querier, ids []string, statuses []ledger.Status) (int, error) {
+func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (int, error) {
 	if len(statuses) == 0 {
 		return 0, nil
 	}
@@ -119,7 +120,7 @@ func (b *Backend) DeleteChanges(ctx context.Context, q ledger.Querier, ids []str
 // id of kind ("change", "run") in table kind+"s": one row written is
 // success; none means the row is gone (ErrNotFound) or in another status
 // (ErrConflict), which a second read tells apart.
-func (b *Backend) casResult(ctx context.Context, q ledger.Querier, op, kind, id, from string, res sql.Result, err error) error {
+func (b *Backend) casResult(ctx context.Context, q driver.Querier, op, kind, id, from string, res sql.Result, err error) error {
 	if err != nil {
 		return b.interpretError(op+" "+kind+" "+id, err)
 	}

@@ -29,7 +29,7 @@ const (
 var errOpenedReadOnly = fmt.Errorf("%w: it was opened read-only", ledger.ErrReadOnly)
 
 // InterpretError is interpretError for the Ledger (see
-// ledger.ErrorInterpreter).
+// driver.ErrorInterpreter).
 func (b *Backend) InterpretError(op string, err error) error { return b.interpretError(op, err) }
 
 // interpretError turns an error of the driver or of database/sql into a

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
@@ -11,13 +12,13 @@ import (
 var appendHistorySQL = `INSERT INTO ledger_history (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(7) + `)`
 
 // AppendHistory appends e to the history, in q's transaction.
-func (b *Backend) AppendHistory(ctx context.Context, q ledger.Querier, e ledger.HistoryEntry) error {
+func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {
 	_, err := b.execPrepared(ctx, q, appendHistorySQL, sqlval.HistoryArgs(e)...)
 	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq).
-func (b *Backend) ListHistory(ctx context.Context, q ledger.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
+func (b *Backend) ListHistory(ctx context.Context, q driver.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
 	query, args := listHistoryQuery(f)
 	const op = "read history in"
 	rows, err := q.QueryContext(ctx, query, args...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -84,9 +85,9 @@ func TestHotPath_EveryStatementInATransactionIsPrepared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, ok := g.Ledger().Backend().(*sqlite.Backend)
+	b, ok := driver.BackendOf(g.Ledger()).(*sqlite.Backend)
 	if !ok {
-		t.Fatalf("backend is %T", g.Ledger().Backend())
+		t.Fatalf("backend is %T", driver.BackendOf(g.Ledger()))
 	}
 	if n := sqlite.UnpreparedInTx(b); n != 0 {
 		t.Errorf("%d statements ran unprepared inside the cycles' transactions", n)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // sqliteMagic starts every SQLite 3 database file.
@@ -139,7 +140,7 @@ type identity struct {
 // readIdentity reads the identity of the database q is on, in one
 // statement so that all three values come from one snapshot: read one by
 // one, they could straddle another process's commit of a new ledger.
-func readIdentity(ctx context.Context, q ledger.Querier) (identity, error) {
+func readIdentity(ctx context.Context, q driver.Querier) (identity, error) {
 	var id identity
 	err := q.QueryRowContext(ctx, `SELECT
 		(SELECT application_id FROM pragma_application_id()),

@@ -6,10 +6,11 @@ import (
 	"errors"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // GetMeta reads the value stored under key; ok is false when there is none.
-func (b *Backend) GetMeta(ctx context.Context, q ledger.Querier, key string) (value []byte, ok bool, err error) {
+func (b *Backend) GetMeta(ctx context.Context, q driver.Querier, key string) (value []byte, ok bool, err error) {
 	err = q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&value)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
@@ -26,7 +27,7 @@ func (b *Backend) GetMeta(ctx context.Context, q ledger.Querier, key string) (va
 // SetMetaIfAbsent stores value under key unless the key already has a
 // value, and returns the value now stored. Of several processes that race
 // to set the same key, all get the value of the one that won.
-func (b *Backend) SetMetaIfAbsent(ctx context.Context, q ledger.Querier, key string, value []byte) ([]byte, error) {
+func (b *Backend) SetMetaIfAbsent(ctx context.Context, q driver.Querier, key string, value []byte) ([]byte, error) {
 	if value == nil {
 		value = []byte{} // a nil slice would bind as NULL
 	}

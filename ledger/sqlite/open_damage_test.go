@@ -142,7 +142,7 @@ func fileDigest(t *testing.T, path string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// refusedCorrupt opens the ledger at path through ledger.OpenContext with
+// refusedCorrupt opens the ledger at path through ledger.Open with
 // each set of options and requires a *ledger.Error wrapping ErrCorrupt
 // that says what to do, with the file byte for byte as it was and no
 // write-ahead log content left beside it. It returns the error of the
@@ -152,14 +152,14 @@ func refusedCorrupt(t *testing.T, path string) error {
 	before := fileDigest(t, path)
 	var first error
 	for _, opts := range []ledger.OpenOptions{{}, {ReadOnly: true}, {Create: true}, {Check: ledger.CheckFull}} {
-		l, err := ledger.OpenContext(context.Background(), path, opts)
+		l, err := ledger.Open(context.Background(), path, opts)
 		if err == nil {
 			l.Close()
-			t.Fatalf("ledger.OpenContext(%+v) of a damaged file succeeded", opts)
+			t.Fatalf("ledger.Open(%+v) of a damaged file succeeded", opts)
 		}
 		var le *ledger.Error
 		if !errors.Is(err, ledger.ErrCorrupt) || !errors.As(err, &le) || le.Location != path {
-			t.Fatalf("ledger.OpenContext(%+v) = %v, want a *ledger.Error wrapping ErrCorrupt for %s", opts, err, path)
+			t.Fatalf("ledger.Open(%+v) = %v, want a *ledger.Error wrapping ErrCorrupt for %s", opts, err, path)
 		}
 		for _, w := range []string{"ledger is corrupt", "restore the ledger from a backup", "mcp-changeset check", "left unchanged"} {
 			if !strings.Contains(err.Error(), w) {
@@ -170,7 +170,7 @@ func refusedCorrupt(t *testing.T, path string) error {
 			first = err
 		}
 	}
-	if l, err := ledger.Open(path, false); err == nil || !errors.Is(err, ledger.ErrCorrupt) {
+	if l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{}); err == nil || !errors.Is(err, ledger.ErrCorrupt) {
 		if l != nil {
 			l.Close()
 		}
@@ -308,7 +308,7 @@ func TestOpen_CheckNoneOpensADamagedPageForCheck(t *testing.T) {
 	root := trees["changes"][0].no
 	scribble(t, path, (root-1)*pageSize, root*pageSize, 11)
 	before := fileDigest(t, path)
-	l, err := ledger.OpenContext(ctx, path, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
+	l, err := ledger.Open(ctx, path, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
 	if err != nil {
 		t.Fatalf("CheckNone refused a file whose schema is intact: %v", err)
 	}
@@ -322,7 +322,7 @@ func TestOpen_CheckNoneOpensADamagedPageForCheck(t *testing.T) {
 	}
 	// The schema itself is what CheckNone still needs.
 	scribble(t, path, headerSize, pageSize, 11)
-	_, err = ledger.OpenContext(ctx, path, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
+	_, err = ledger.Open(ctx, path, ledger.OpenOptions{ReadOnly: true, Check: ledger.CheckNone})
 	if !errors.Is(err, ledger.ErrCorrupt) {
 		t.Errorf("CheckNone with the schema page damaged = %v, want ErrCorrupt", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // The statements of the hot path (reading, inserting and updating a change
@@ -46,7 +47,7 @@ func (b *Backend) prepareHot(ctx context.Context) {
 
 // bind returns the prepared statement for query, bound to q when q is a
 // transaction, or false when query was not prepared.
-func (b *Backend) bind(ctx context.Context, q ledger.Querier, query string) (*sql.Stmt, bool) {
+func (b *Backend) bind(ctx context.Context, q driver.Querier, query string) (*sql.Stmt, bool) {
 	v, ok := b.stmts.Load(query)
 	if !ok {
 		if _, inTx := q.(*sql.Tx); inTx {
@@ -62,7 +63,7 @@ func (b *Backend) bind(ctx context.Context, q ledger.Querier, query string) (*sq
 }
 
 // execPrepared runs query as a prepared statement on q.
-func (b *Backend) execPrepared(ctx context.Context, q ledger.Querier, query string, args ...any) (sql.Result, error) {
+func (b *Backend) execPrepared(ctx context.Context, q driver.Querier, query string, args ...any) (sql.Result, error) {
 	s, ok := b.bind(ctx, q, query)
 	if !ok {
 		return q.ExecContext(ctx, query, args...)
@@ -71,7 +72,7 @@ func (b *Backend) execPrepared(ctx context.Context, q ledger.Querier, query stri
 }
 
 // queryPrepared runs query as a prepared statement on q.
-func (b *Backend) queryPrepared(ctx context.Context, q ledger.Querier, query string, args ...any) (*sql.Rows, error) {
+func (b *Backend) queryPrepared(ctx context.Context, q driver.Querier, query string, args ...any) (*sql.Rows, error) {
 	s, ok := b.bind(ctx, q, query)
 	if !ok {
 		return q.QueryContext(ctx, query, args...)
@@ -80,7 +81,7 @@ func (b *Backend) queryPrepared(ctx context.Context, q ledger.Querier, query str
 }
 
 // queryRowPrepared runs query as a prepared statement on q.
-func (b *Backend) queryRowPrepared(ctx context.Context, q ledger.Querier, query string, args ...any) *sql.Row {
+func (b *Backend) queryRowPrepared(ctx context.Context, q driver.Querier, query string, args ...any) *sql.Row {
 	s, ok := b.bind(ctx, q, query)
 	if !ok {
 		return q.QueryRowContext(ctx, query, args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
 
@@ -16,14 +17,14 @@ var (
 )
 
 // InsertRun stores a new run. It fails if a run with the same ID exists.
-func (b *Backend) InsertRun(ctx context.Context, q ledger.Querier, r *ledger.Run) error {
+func (b *Backend) InsertRun(ctx context.Context, q driver.Querier, r *ledger.Run) error {
 	_, err := b.execPrepared(ctx, q, insertRunSQL, sqlval.Runs.InsertArgs(r, dialect)...)
 	return b.interpretError("insert run "+r.ID, err)
 }
 
 // GetRun reads the run with the given ID. A missing run is an error
 // wrapping [ledger.ErrNotFound].
-func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*ledger.Run, error) {
+func (b *Backend) GetRun(ctx context.Context, q driver.Querier, id string) (*ledger.Run, error) {
 	r, err := sqlval.Runs.Scan(b.queryRowPrepared(ctx, q, getRunSQL, id))
 	if err != nil {
 		return nil, b.interpretError("find run "+id, err)
@@ -36,14 +37,14 @@ func (b *Backend) GetRun(ctx context.Context, q ledger.Querier, id string) (*led
 // ScopeHash and CreatedAt). If the status has moved on it fails with an
 // error wrapping [ledger.ErrConflict], and if the run is gone with one
 // wrapping [ledger.ErrNotFound].
-func (b *Backend) UpdateRun(ctx context.Context, q ledger.Querier, r *ledger.Run, from ledger.RunStatus) error {
+func (b *Backend) UpdateRun(ctx context.Context, q driver.Querier, r *ledger.Run, from ledger.RunStatus) error {
 	res, err := b.execPrepared(ctx, q, updateRunSQL, sqlval.Runs.UpdateArgs(r, dialect, r.ID, string(from))...)
 	return b.casResult(ctx, q, "update", "run", r.ID, string(from), res, err)
 }
 
 // ListRuns returns the runs that match f, newest first (by creation time,
 // then by ID descending).
-func (b *Backend) ListRuns(ctx context.Context, q ledger.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
+func (b *Backend) ListRuns(ctx context.Context, q driver.Querier, f ledger.RunFilter) ([]*ledger.Run, error) {
 	query, args := listRunsQuery(f)
 	const op = "list runs in"
 	rows, err := b.queryPrepared(ctx, q, query, args...)
@@ -62,7 +63,7 @@ func listRunsQuery(f ledger.RunFilter) (string, []any) {
 
 // DeleteRuns deletes the runs with the given IDs that no change refers to
 // any more, and reports how many it deleted.
-func (b *Backend) DeleteRuns(ctx context.Context, q ledger.Querier, ids []string) (int, error) {
+func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (int, error) {
 	n := 0
 	for _, part := range chunks(ids) {
 		res, err := q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+placeholders(len(part))+`)

@@ -1,7 +1,7 @@
 // Package sqlite is the default ledger backend: a single SQLite file in WAL
 // mode, reached through the pure-Go driver modernc.org/sqlite.
 //
-// Importing the package registers it with [ledger.RegisterBackend] for plain
+// Importing the package registers it with [driver.Register] for plain
 // file paths, so that [ledger.Open] accepts them:
 //
 //	import _ "github.com/mcp-changeset/changeset-go/ledger/sqlite"
@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -68,7 +69,7 @@ const (
 const driverName = "sqlite"
 
 func init() {
-	ledger.RegisterBackend("file", func(ctx context.Context, target string, opts ledger.OpenOptions) (ledger.Backend, error) {
+	driver.Register("file", func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
 		b, err := Open(ctx, target, opts)
 		if err != nil {
 			return nil, err // never a typed nil in the interface
@@ -78,7 +79,7 @@ func init() {
 }
 
 // Backend is a ledger stored in one SQLite file. It implements
-// [ledger.Backend] and is safe for concurrent use; the file may be shared by
+// [driver.Backend] and is safe for concurrent use; the file may be shared by
 // many processes on the same host.
 type Backend struct {
 	db       *sql.DB
@@ -96,16 +97,16 @@ type Backend struct {
 	size           int64
 	fullCheckLimit int64
 
-	// writeTurn is this process's queue of writers (ledger.WriteQueue);
+	// writeTurn is this process's queue of writers (driver.WriteQueue);
 	// busyTimeout bounds the wait for a turn, as for the file's lock.
 	writeTurn   chan struct{}
 	busyTimeout time.Duration
 }
 
 var (
-	_ ledger.Backend          = (*Backend)(nil)
-	_ ledger.WriteQueue       = (*Backend)(nil)
-	_ ledger.ErrorInterpreter = (*Backend)(nil)
+	_ driver.Backend          = (*Backend)(nil)
+	_ driver.WriteQueue       = (*Backend)(nil)
+	_ driver.ErrorInterpreter = (*Backend)(nil)
 )
 
 // Open opens the ledger in the SQLite file at path.
@@ -189,7 +190,7 @@ func (b *Backend) Close() error {
 }
 
 // TakeWriteTurn waits for this process's turn to write (see
-// ledger.WriteQueue): SQLite takes one writer at a time, and its lock is
+// driver.WriteQueue): SQLite takes one writer at a time, and its lock is
 // polled by sleeping waiters, so a writer of a busy process could otherwise
 // wait past the busy timeout while others keep taking the lock.
 func (b *Backend) TakeWriteTurn(ctx context.Context) (func(), error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/driver"
 )
 
 // Writers of one process wait their turn in line: many goroutines writing
@@ -23,7 +24,7 @@ func TestWriteQueue_WritersOfOneProcessTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	l := ledger.New(b)
+	l := driver.NewLedger(b)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 8 {
@@ -51,7 +52,7 @@ func TestWriteQueue_WritersOfOneProcessTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer short.Close()
-	ls := ledger.New(short)
+	ls := driver.NewLedger(short)
 	held, err := ls.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,202 @@
+// Package driver is what a ledger backend implements: the contract between
+// package ledger, which holds the state machine and every rule of it once,
+// and a database that stores the rows. Operators and trusted code never
+// need it; they call package ledger. Write a backend against it as a
+// database/sql driver is written against database/sql/driver.
+//
+// A backend is a package of its own that owns its SQL and its migrations
+// (ledger/sqlite and ledger/postgres are the two of this module). It
+// implements [Backend], and optionally [WriteQueue] and
+// [ErrorInterpreter], and calls [Register] from its init so that
+// [ledger.Open] reaches it by the scheme of a target:
+//
+//	func init() {
+//		driver.Register("mydb", func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
+//			b, err := Open(ctx, target, opts)
+//			if err != nil {
+//				return nil, err // never a typed nil in the interface
+//			}
+//			return b, nil
+//		})
+//	}
+//
+//	var _ driver.Backend = (*Backend)(nil)
+//
+// Every backend must pass the conformance suite of package
+// ledger/ledgertest, which drives it both directly (through [BackendOf])
+// and through the Ledger above it.
+//
+// This package imports package ledger, whose rows (ledger.Change,
+// ledger.Run, ledger.HistoryEntry) and filters the methods of a backend
+// take and return; so package ledger, which must hold a backend, cannot
+// import this one. It keeps an unexported copy of [Backend] instead, with
+// the same methods (a test holds the two together), and finds the openers
+// of [Register] through an internal package that imports neither.
+// docs/design.md ("The backend seam") says why it is built so.
+package driver
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/ledger/internal/seam"
+)
+
+// Querier is what a [Backend] runs its statements on: the database itself
+// (*sql.DB) or a write transaction (*sql.Tx, from [Backend.BeginWrite]).
+//
+// It is an alias of an interface literal, not a type of its own, so that
+// package ledger, which cannot import this package, names the very same
+// type (see the package doc).
+type Querier = interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Backend is the contract of a ledger backend: one implementation per
+// database, each owning its SQL and its migrations. The state machine
+// lives in package ledger, above the Backend, so it is written once: a
+// Backend stores and reads rows and checks only what a compare-and-set
+// needs. Every backend passes the same conformance suite in package
+// ledger/ledgertest. A Backend must be safe for concurrent use.
+//
+// Methods that write take a [Querier] so that they can run inside a
+// transaction from [Backend.BeginWrite]. Methods report a missing row as
+// [ledger.ErrNotFound] and a compare-and-set that matched no row as
+// [ledger.ErrConflict]. Any other failure should be a *[ledger.Error] (see
+// [ledger.Errorf]), wrapping one of package ledger's sentinels where one
+// applies ([ledger.ErrBusy], [ledger.ErrFull], …).
+//
+// What the suite holds every backend to, beyond the methods' own
+// promises: times are stored to the microsecond and read back in UTC; nil
+// and empty JSON values and lists are kept apart; text and JSON are stored
+// byte for byte (text that is not valid UTF-8 is refused or kept exactly).
+// Each field of a row has a column of its own.
+type Backend interface {
+	// DB returns the database handle, for applications that keep their own
+	// tables beside the ledger's.
+	DB() *sql.DB
+	// BeginWrite starts a transaction that holds the ledger's write lock
+	// from its first statement (BEGIN IMMEDIATE on SQLite), so that a row
+	// read inside it cannot change before the transaction ends. Reads of a
+	// change inside it lock that row where the database has row locks.
+	BeginWrite(ctx context.Context) (*sql.Tx, error)
+	// Close releases the database.
+	Close() error
+	// Location describes the database for messages, without credentials.
+	Location() string
+
+	// InsertChange stores a new change. It fails if the ID exists.
+	InsertChange(ctx context.Context, q Querier, c *ledger.Change) error
+	// GetChange reads one change by ID.
+	GetChange(ctx context.Context, q Querier, id string) (*ledger.Change, error)
+	// UpdateChange writes every mutable column of c back, provided the
+	// row's status is still from (compare-and-set). It sets nothing else.
+	UpdateChange(ctx context.Context, q Querier, c *ledger.Change, from ledger.Status) error
+	// ListChanges returns the changes that match f, newest first.
+	ListChanges(ctx context.Context, q Querier, f ledger.ChangeFilter) ([]*ledger.Change, error)
+	// CountChanges returns how many changes match f (its Limit and Before
+	// are ignored).
+	CountChanges(ctx context.Context, q Querier, f ledger.ChangeFilter) (int, error)
+	// TallyChanges counts the changes that match f (its Limit and Before
+	// are ignored) by action and status, without reading them.
+	TallyChanges(ctx context.Context, q Querier, f ledger.ChangeFilter) ([]ledger.Tally, error)
+	// DeleteChanges deletes the changes with the given IDs whose status is
+	// still one of statuses and reports how many it deleted.
+	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []ledger.Status) (int, error)
+
+	// InsertRun stores a new run. It fails if the ID exists.
+	InsertRun(ctx context.Context, q Querier, r *ledger.Run) error
+	// GetRun reads one run by ID.
+	GetRun(ctx context.Context, q Querier, id string) (*ledger.Run, error)
+	// UpdateRun writes every mutable column of r back, provided the run's
+	// status is still from (compare-and-set).
+	UpdateRun(ctx context.Context, q Querier, r *ledger.Run, from ledger.RunStatus) error
+	// ListRuns returns the runs that match f, newest first.
+	ListRuns(ctx context.Context, q Querier, f ledger.RunFilter) ([]*ledger.Run, error)
+	// DeleteRuns deletes the runs with the given IDs that no change refers
+	// to any more and reports how many it deleted.
+	DeleteRuns(ctx context.Context, q Querier, ids []string) (int, error)
+
+	// GetMeta reads a value the library keeps beside the rows (e.g. the
+	// server key for sealed request state); ok is false when it is unset.
+	GetMeta(ctx context.Context, q Querier, key string) (value []byte, ok bool, err error)
+	// SetMetaIfAbsent stores value under key unless the key exists, and
+	// returns the value now stored.
+	SetMetaIfAbsent(ctx context.Context, q Querier, key string, value []byte) ([]byte, error)
+
+	// AppendHistory appends e to the history (its Seq is assigned by the
+	// database and ignored here). The ledger calls it in the transaction
+	// of every transition; nothing else should.
+	AppendHistory(ctx context.Context, q Querier, e ledger.HistoryEntry) error
+	// ListHistory returns the entries f selects, oldest first (by Seq).
+	ListHistory(ctx context.Context, q Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error)
+
+	// Check runs the database's own integrity check and returns one line per
+	// problem it finds (none when the database is sound).
+	Check(ctx context.Context) ([]string, error)
+}
+
+// WriteQueue is implemented by backends whose database takes one writer at
+// a time (SQLite). The Ledger takes a turn before each write transaction
+// and gives it back when the transaction ends, so that the writers of one
+// process wait in line instead of polling the database's lock, where one of
+// them can starve past the busy timeout while others come and go. Writers
+// of other processes still meet at the database's lock.
+type WriteQueue interface {
+	// TakeWriteTurn waits for this process's turn to write, at most the
+	// busy timeout (then it fails with an error wrapping ledger.ErrBusy),
+	// and returns the function that ends the turn.
+	TakeWriteTurn(ctx context.Context) (release func(), err error)
+}
+
+// ErrorInterpreter is implemented by backends that can map their database
+// driver's errors to the ledger's sentinel causes (ledger.ErrBusy,
+// ledger.ErrFull, …). The Ledger uses it for the errors of BEGIN and
+// COMMIT, which database/sql returns directly; without it they are wrapped
+// as they are.
+type ErrorInterpreter interface {
+	InterpretError(op string, err error) error
+}
+
+// An Opener opens the backend for a target (a file path or a URL) with the
+// options given to [ledger.Open] (BusyTimeout already defaulted). It returns
+// an error, never a nil Backend.
+type Opener func(ctx context.Context, target string, opts ledger.OpenOptions) (Backend, error)
+
+// Register makes a backend available to [ledger.Open] for targets with the
+// given URL scheme ("postgres"), or for plain file paths when scheme is
+// "file". Backend packages call it from init, so importing the package is
+// enough: package ledger/sqlite registers "file" and package
+// ledger/postgres registers "postgres" and "postgresql". It panics if a
+// scheme is registered twice.
+func Register(scheme string, open Opener) {
+	wrapped := func(ctx context.Context, target string, opts ledger.OpenOptions) (any, error) {
+		b, err := open(ctx, target, opts)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	if !seam.Register(scheme, wrapped) {
+		panic("ledger/driver: backend registered twice for scheme " + scheme)
+	}
+}
+
+// NewLedger wraps an open backend in a [ledger.Ledger], with time.Now as
+// the ledger's clock, bypassing Register and [ledger.Open]. It is for the tests
+// of a backend (a Backend opened with options of their own, or wrapped to
+// watch its calls); applications open ledgers with ledger.Open.
+func NewLedger(b Backend) *ledger.Ledger {
+	return seam.NewLedger(b).(*ledger.Ledger)
+}
+
+// BackendOf returns the backend under l, for the conformance suite and the
+// tests of a backend, which call its methods directly or check its type.
+// Nothing else should: writing rows past the Ledger skips its state machine
+// and its history.
+func BackendOf(l *ledger.Ledger) Backend {
+	return seam.BackendOf(l).(Backend)
+}
