@@ -30,8 +30,11 @@
 //
 //   - [Stdio]: the stdio transport, which no input line can end (below);
 //   - [HTTPHandler]: the Streamable HTTP handler behind a bearer-token
-//     check, for a mux of your own; [Listen] and [RunHTTP] bind loopback
-//     and serve it until a context ends, shutting down gracefully;
+//     check, for a mux of your own, with a bound on the time and the size
+//     of each request's body; [Listen] and [RunHTTP] bind loopback and
+//     serve it until a context ends, shutting down gracefully, with a
+//     bound on the time of each request's headers too (see
+//     [HTTPOptions]);
 //   - [BearerTokensFromFile]: a file of "TOKEN IDENTITY" lines, whose
 //     Verify method is the [HTTPOptions] Verifier; bring your own
 //     auth.TokenVerifier to ask an identity provider instead;

@@ -93,10 +93,13 @@ var (
 // opts.ReadOnly makes every transaction read-only
 // (default_transaction_read_only).
 //
+// Open refuses a role that lacks a privilege the ledger needs
+// ([ErrMissingPrivilege], naming each one and the GRANT that gives it).
+//
 // Errors are *ledger.Error values; their messages never contain the
 // password. They wrap [ledger.ErrNotExist], [ledger.ErrForeign],
-// [ledger.ErrNewerSchema], [ledger.ErrCorrupt], [ledger.ErrBusy] or
-// [ledger.ErrReadOnly] as the cause may be.
+// [ledger.ErrNewerSchema], [ledger.ErrCorrupt], [ledger.ErrBusy],
+// [ledger.ErrReadOnly] or ErrMissingPrivilege as the cause may be.
 func Open(ctx context.Context, target string, opts ledger.OpenOptions) (*Backend, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = ledger.DefaultBusyTimeout
@@ -113,6 +116,10 @@ func Open(ctx context.Context, target string, opts ledger.OpenOptions) (*Backend
 	db.SetConnMaxLifetime(connMaxLifetime)
 	b.db = db
 	if err := b.checkServer(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := b.checkPrivileges(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
