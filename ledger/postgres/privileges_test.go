@@ -248,18 +248,18 @@ func TestPrivileges_TheDocumentedGrantsAreEnough(t *testing.T) {
 	// The operator's read-only role reads and checks it.
 	ops, opsTarget := f.newRole(t, "ops")
 	f.grant(t, postgres.DocGrants(t, "ops"), "ops", ops)
-	ro, err := ledger.OpenContext(ctx, opsTarget, ledger.OpenOptions{ReadOnly: true})
+	ro, err := ledger.Open(ctx, opsTarget, ledger.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if changes, err := ro.ListChanges(ctx, ledger.ChangeFilter{}); err != nil || len(changes) != 4 {
+	if changes, err := ro.Changes(ctx, ledger.ChangeFilter{}); err != nil || len(changes) != 4 {
 		t.Fatalf("the read-only role's ListChanges = %d changes, %v; want 4", len(changes), err)
 	}
-	if changes, err := ro.ListChanges(ctx, ledger.ChangeFilter{DependsOn: "item:c"}); err != nil || len(changes) != 1 {
+	if changes, err := ro.Changes(ctx, ledger.ChangeFilter{DependsOn: "item:c"}); err != nil || len(changes) != 1 {
 		t.Fatalf("the read-only role's ListChanges(DependsOn) = %d changes, %v; want 1", len(changes), err)
 	}
-	if runs, err := ro.ListRuns(ctx, ledger.RunFilter{}); err != nil || len(runs) != 2 {
+	if runs, err := ro.Runs(ctx, ledger.RunFilter{}); err != nil || len(runs) != 2 {
 		t.Fatalf("the read-only role's ListRuns = %d runs, %v; want 2 (the session's and the task's)", len(runs), err)
 	}
 	if problems, err := ro.Check(ctx); err != nil || len(problems) > 0 {
