@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -249,11 +250,11 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	c.Status, c.Result, c.AppliedAt = ledger.Applied, result, now
 	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: result}
 	if r.undo != nil {
-		undoToken := newToken(undoPrefix)
+		undoToken := token.New(token.UndoPrefix)
 		if g.opts.Approval == UserApproval { // see byUser
-			undoToken = g.sealer.tokenFor(undoPrefix, purposeUndo, c.ID, c.PayloadHash)
+			undoToken = g.sealer.tokenFor(token.UndoPrefix, token.PurposeUndo, c.ID, c.PayloadHash)
 		}
-		c.UndoHash = tokenDigest(purposeUndo, c.ID, c.PayloadHash, undoToken)
+		c.UndoHash = token.Digest(token.PurposeUndo, c.ID, c.PayloadHash, undoToken)
 		res.UndoToken = undoToken
 		if g.opts.UndoTTL != NoExpiry {
 			c.UndoExpiresAt = now.Add(g.opts.UndoTTL)
@@ -464,3 +465,6 @@ func call(fn func() (any, error)) (out any, err error) {
 	}()
 	return fn()
 }
+
+// hashOf is the digest of canonical JSON, as the ledger stores it.
+func hashOf(canonical []byte) ledger.Digest { return ledger.Digest(canonjson.Hash(canonical)) }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite" // the default backend for file paths
@@ -170,13 +171,13 @@ func (g *Guard) lookup(action string) (*op, bool) {
 // trusted code.
 func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.Digest, error) {
 	if g.opts.ScopeFunc == nil {
-		return scopeHash(g.opts.Scope), nil
+		return token.ScopeDigest(g.opts.Scope), nil
 	}
 	s, err := g.opts.ScopeFunc(ctx, req)
 	if err != nil {
 		return "", &ChangeError{Msg: voice.ScopeUnknown(), Err: err}
 	}
-	return scopeHash(s), nil
+	return token.ScopeDigest(s), nil
 }
 
 // agentActor is how the ledger names the agent as the one who took a step,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -20,8 +21,8 @@ type claimKind struct {
 }
 
 var (
-	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix}
-	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix}
+	applyClaim = claimKind{token.PurposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", token.ConfirmPrefix}
+	undoClaim  = claimKind{token.PurposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", token.UndoPrefix}
 )
 
 // An authority is what lets a claim through besides the checks every
@@ -59,10 +60,10 @@ type claim struct {
 // checkArgs refuses malformed IDs and tokens before the ledger is asked:
 // a malformed token is refused like a wrong one.
 func (cl claim) checkArgs() error {
-	if !validID(cl.id, changeIDPrefix) {
+	if !token.ValidID(cl.id, token.ChangeIDPrefix) {
 		return changeNotFound(cl.id)
 	}
-	if cl.needsToken() && !validToken(cl.token, cl.kind.prefix) {
+	if cl.needsToken() && !token.Valid(cl.token, cl.kind.prefix) {
 		return cl.invalidToken()
 	}
 	return nil
@@ -153,16 +154,16 @@ func (g *Guard) claimIn(tx *ledger.Tx, cl claim) (*ledger.Change, error) {
 // authorized reports whether the claim's authority lets it claim c.
 func (g *Guard) authorized(cl claim, c *ledger.Change) bool {
 	k := cl.kind
-	token := cl.token
+	tok := cl.token
 	switch cl.auth {
 	case byTrusted:
 		return true
 	case byUser:
-		if token == "" {
+		if tok == "" {
 			if g.sealer == nil { // cannot happen: byUser is only made under UserApproval
 				return false
 			}
-			token = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
+			tok = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
 		}
 	case byToken:
 	default:
@@ -172,7 +173,7 @@ func (g *Guard) authorized(cl claim, c *ledger.Change) bool {
 	if k.from == ledger.Applied {
 		stored = c.UndoHash
 	}
-	return tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token)
+	return token.Matches(stored, k.purpose, c.ID, c.PayloadHash, tok)
 }
 
 // spend moves c, found in k.from, to k's in-flight status for by: the

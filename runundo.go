@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -191,7 +192,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token s
 	return rep, err
 }
 
-func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
+func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return g.replayReport(r)
@@ -208,15 +209,15 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, auth)
 	}
-	if len(plan.Actions()) == 0 && auth == byToken && token == "" {
+	if len(plan.Actions()) == 0 && auth == byToken && tok == "" {
 		// Nothing to approve, so no token was issued. A caller holding the
 		// token of an earlier plan is told below that the plan changed.
 		return g.nothingToUndo(plan, r.ID, false), nil
 	}
-	if auth == byToken && !validToken(token, confirmPrefix) {
+	if auth == byToken && !token.Valid(tok, token.ConfirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, token, auth, by)
+	stored, err := g.claimRun(ctx, r, plan, tok, auth, by)
 	if err != nil || stored != nil {
 		return stored, err
 	}
@@ -313,7 +314,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	if auth == byTrusted {
 		return rep, nil
 	}
-	token := newToken(confirmPrefix)
+	tok := token.New(token.ConfirmPrefix)
 	expires := g.now().Add(g.opts.TTL)
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		cur, err := tx.Run(r.ID)
@@ -324,14 +325,14 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 			return refuse(ErrBusy, "", "%s", g.voice.RunMoved(r.ID, string(cur.Status)))
 		}
 		cur.PlanHash = plan.Hash
-		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.Hash, token)
+		cur.ConfirmHash = token.Digest(token.PurposeRunUndo, cur.ID, plan.Hash, tok)
 		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, g.now()
 		return tx.UpdateRun(cur, ledger.RunOpen)
 	})
 	if err != nil {
 		return nil, err
 	}
-	rep.ConfirmationToken, rep.ExpiresAt = token, formatTime(expires)
+	rep.ConfirmationToken, rep.ExpiresAt = tok, formatTime(expires)
 	rep.NextStep = g.voice.RunDryRunNext()
 	return rep, nil
 }
@@ -343,7 +344,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 // acting through trusted code (byTrusted) needs neither. When another
 // request finished undoing the run meanwhile, claimRun returns that undo's
 // stored report, replayed.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token string, auth authority, by string) (*RunReport, error) {
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth authority, by string) (*RunReport, error) {
 	byTok := auth == byToken
 	var refusal error
 	var stored *ledger.Run
@@ -364,7 +365,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		case cur.Status != ledger.RunOpen:
 			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
 			return nil
-		case byTok && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
+		case byTok && !token.Matches(cur.ConfirmHash, token.PurposeRunUndo, cur.ID, cur.PlanHash, tok):
 			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
 			return nil
 		case byTok && !now.Before(cur.ConfirmExpiresAt):

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -46,7 +47,7 @@ const approvalWindow = 10 * time.Minute
 type sealedState struct {
 	Tool    string `json:"tool"`    // the tool name, with prefix
 	ID      string `json:"id"`      // the change or run
-	Purpose string `json:"purpose"` // purposeApply, purposeUndo or purposeRunUndo
+	Purpose string `json:"purpose"` // token.PurposeApply, token.PurposeUndo or token.PurposeRunUndo
 	Hash    string `json:"hash"`    // the payload hash, or the plan hash of a run
 	Scope   string `json:"scope"`   // the scope hash of the caller
 	Expires int64  `json:"exp"`     // Unix seconds
@@ -96,7 +97,7 @@ func (s *sealer) tokenFor(prefix, purpose, id string, payloadHash ledger.Digest)
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
-	return prefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:tokenBytes])
+	return prefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:token.Bytes])
 }
 
 // stateAD is the additional data of a sealed state: the version, the tool

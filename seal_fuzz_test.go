@@ -3,6 +3,8 @@ package changeset
 import (
 	"crypto/rand"
 	"testing"
+
+	"github.com/mcp-changeset/changeset-go/internal/token"
 )
 
 // FuzzOpenSealedState feeds arbitrary request states to open: none may
@@ -17,7 +19,7 @@ func FuzzOpenSealedState(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	want := sealedState{Tool: "apply_change", ID: "chg_00000000000000000001", Purpose: purposeApply, Hash: "h", Scope: "s", Expires: 42}
+	want := sealedState{Tool: "apply_change", ID: "chg_00000000000000000001", Purpose: token.PurposeApply, Hash: "h", Scope: "s", Expires: 42}
 	genuine := s.seal(want)
 	f.Add(genuine, "apply_change", "chg_00000000000000000001")
 	f.Add(genuine[:len(genuine)-1], "apply_change", "chg_00000000000000000001")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -24,7 +25,7 @@ func testSealer(t *testing.T) *sealer {
 
 func TestSeal_OpensOnlyForItsCallUnderItsKey(t *testing.T) {
 	s := testSealer(t)
-	st := sealedState{Tool: "apply_change", ID: "chg_1", Purpose: purposeApply, Hash: "h", Scope: "s", Expires: 42}
+	st := sealedState{Tool: "apply_change", ID: "chg_1", Purpose: token.PurposeApply, Hash: "h", Scope: "s", Expires: 42}
 	sealed := s.seal(st)
 	got, err := s.open(sealed, "apply_change", "chg_1")
 	if err != nil || *got != st {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,7 +78,7 @@ func (cs *connections) id(ss *mcp.ServerSession) string {
 	if cs.ids == nil {
 		cs.ids = map[*mcp.ServerSession]string{}
 	}
-	id := newID("conn_")
+	id := token.NewID("conn_")
 	cs.ids[ss] = id
 	go func() { // forget the session when it ends
 		_ = ss.Wait()
@@ -154,7 +155,7 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 	if len(label) > maxLabelBytes {
 		label = strings.ToValidUTF8(label[:maxLabelBytes], "")
 	}
-	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
+	r := &ledger.Run{ID: token.NewID(token.RunIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
 		Kind: ledger.RunSession, SessionKey: key, CreatedAt: now, UpdatedAt: now}
 	if err := tx.InsertRunBy(r, by); err != nil {
 		return "", err

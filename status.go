@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -43,7 +44,7 @@ func (g *Guard) Record(ctx context.Context, changeID string) (*ledger.Change, er
 }
 
 func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {
-	if !validID(id, changeIDPrefix) {
+	if !token.ValidID(id, token.ChangeIDPrefix) {
 		return nil, changeNotFound(id)
 	}
 	c, err := g.ledger.Get(ctx, id)
