@@ -252,7 +252,7 @@ func (g *Guard) performApply(ctx context.Context, c *ledger.Change, r runner) (*
 	if r.undo != nil {
 		undoToken := token.New(token.UndoPrefix)
 		if g.opts.Approval == UserApproval { // see byUser
-			undoToken = g.sealer.tokenFor(token.UndoPrefix, token.PurposeUndo, c.ID, c.PayloadHash)
+			undoToken = g.sealer.Token(token.UndoPrefix, token.PurposeUndo, c.ID, c.PayloadHash)
 		}
 		c.UndoHash = token.Digest(token.PurposeUndo, c.ID, c.PayloadHash, undoToken)
 		res.UndoToken = undoToken

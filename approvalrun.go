@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,7 +44,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	const verb = "undone"
 	tool := g.toolName("undo_run")
 	subject := "run " + runID
-	var st *sealedState
+	var st *seal.State
 	if answered(req) {
 		scope, err := g.scopeOf(ctx, req)
 		if err != nil {
@@ -84,8 +85,8 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return nil, nil, noElicitation(subject, verb)
 	}
 	if st == nil {
-		state := sealedState{Tool: tool, ID: r.ID, Purpose: token.PurposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
-			Expires: expiresAt(g.now(), time.Time{}).Unix()}
+		state := seal.State{Tool: tool, ID: r.ID, Purpose: token.PurposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
+			Expires: seal.ExpiresAt(g.now(), time.Time{}).Unix()}
 		return g.ask(runMessage(r, reportOf(g.voice, plan, r.ID, true)), state), nil, nil
 	}
 	if plan.Hash != ledger.Digest(st.Hash) {

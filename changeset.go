@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -27,7 +28,7 @@ type Guard struct {
 	ownsLedger bool
 	opts       Options
 	log        *slog.Logger
-	sealer     *sealer // seals the request state of UserApproval; nil otherwise
+	sealer     *seal.Sealer // seals the request state of UserApproval; nil otherwise
 	// voice writes every sentence the agent reads, for these options.
 	voice *voice.Voice
 
@@ -85,7 +86,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		g.ledger, g.ownsLedger = l, true
 	}
 	if opts.Approval == UserApproval {
-		if g.sealer, err = loadApprovalKey(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
+		if g.sealer, err = seal.Load(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
 			g.Close()
 			return nil, err
 		}

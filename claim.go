@@ -39,7 +39,7 @@ const (
 	// agent gave anyway must match; without one, the claim checks the token
 	// the Guard derived for the change at preview (or apply) from the
 	// approval key, the change's ID and the payload hash of the row it
-	// claims (sealer.tokenFor).
+	// claims (seal.Sealer.Token).
 	byUser
 	// byTrusted: trusted code acting for a person (Guard.UndoAs, a run's
 	// undo by a person); no token.
@@ -163,7 +163,7 @@ func (g *Guard) authorized(cl claim, c *ledger.Change) bool {
 			if g.sealer == nil { // cannot happen: byUser is only made under UserApproval
 				return false
 			}
-			tok = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
+			tok = g.sealer.Token(k.prefix, k.purpose, c.ID, c.PayloadHash)
 		}
 	case byToken:
 	default:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,6 +36,9 @@ const (
 	WriteGuarded  = "guarded"
 	WriteDisabled = "disabled"
 )
+
+// ApprovalKeySize is the length of Options.ApprovalKey: 32 bytes.
+const ApprovalKeySize = seal.KeySize
 
 // ScopeFunc returns the scope a request runs under, e.g. the authenticated
 // principal from req.Extra.TokenInfo. Changes and runs are bound to the

@@ -105,7 +105,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	}
 	tok := token.New(token.ConfirmPrefix)
 	if g.opts.Approval == UserApproval { // the user approves in the client; see byUser
-		tok = g.sealer.tokenFor(token.ConfirmPrefix, token.PurposeApply, c.ID, c.PayloadHash)
+		tok = g.sealer.Token(token.ConfirmPrefix, token.PurposeApply, c.ID, c.PayloadHash)
 	}
 	c.ConfirmHash = token.Digest(token.PurposeApply, c.ID, c.PayloadHash, tok)
 	var sessionKey ledger.Digest
