@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/runundo"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -77,7 +78,7 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token st
 
 // undoChange is the one path every undo takes: a single change's, and each
 // change of a run's. It refuses, inside the claim, an undo that would
-// remove what a change that stays in place depends on (dependencyHold);
+// remove what a change that stays in place depends on (runundo.Engine.Hold);
 // undoing names the changes the caller undoes too (a run's), nil for a
 // single undo.
 func (g *Guard) undoChange(ctx context.Context, cl claim, undoing map[string]bool) (*UndoResult, error) {
@@ -85,11 +86,11 @@ func (g *Guard) undoChange(ctx context.Context, cl claim, undoing map[string]boo
 		return nil, g.writesOff(cl.id, undoClaim.verb)
 	}
 	hold := func(tx *ledger.Tx, c *ledger.Change) error {
-		reason, err := g.dependencyHold(ctx, tx, c, undoing)
+		reason, err := g.runs().Hold(ctx, tx, c, undoing)
 		if err != nil || reason == "" {
 			return err
 		}
-		return &ChangeError{ChangeID: cl.id, Kind: ErrDependency, Err: &heldError{reason},
+		return &ChangeError{ChangeID: cl.id, Kind: ErrDependency, Err: &runundo.HeldError{Reason: reason},
 			Msg: voice.DependencyHeld(cl.id, strings.TrimSuffix(reason, "; it is left as it is"))}
 	}
 	err := g.change(ctx, cl, hold, func(c *ledger.Change, r runner) error {

@@ -234,7 +234,7 @@ func registerWatchedSet(g *changeset.Guard, s *kv, w *watch) {
 // after those N (the execution's re-check in closeNoNetGroups) first
 // edits the store, as a person would at that moment.
 //
-// Verified against runexec.go, closeNoNetGroups:
+// Verified against internal/runundo/execute.go, closeNoNetGroups:
 //
 //	if err != nil || string(cur) != string(first.NetState) {
 //
@@ -530,13 +530,14 @@ func registerTxHalf(g *changeset.Guard) {
 // the report lists it as failed and the run is partially_undone, not
 // undone.
 //
-// Verified against runtx.go, txUndo:
+// Verified against internal/runundo/tx.go, Engine.undoIn:
 //
 //	_, _ = sql.ExecContext(ctx, "ROLLBACK TO SAVEPOINT changeset_step")
 //
-// (without it "half-undone" is committed) and runexec.go, txSegment:
+// (without it "half-undone" is committed) and internal/runundo/execute.go,
+// execution.txSegment:
 //
-//	e.g.recordRunFailure(e.ctx, s.c.ID, e.by, s.failed)
+//	x.e.Host.RecordFailure(x.ctx, s.C, x.by, s.Failed)
 //
 // (without it the change stays applied with no history entry); either
 // removal fails the test.

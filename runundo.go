@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/runundo"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
@@ -225,6 +227,110 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 		reviewed = plan.Actions()
 	}
 	return g.executeRun(ctx, r, plan, reviewed, by)
+}
+
+// planRun is the one walk behind every undo of a run
+// (runundo.Engine.Plan): the dry run shows its plan, and the real undo
+// carries out that plan (see executeRun), never a new walk. It writes
+// nothing.
+func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, error) {
+	applied, err := g.runChanges(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return g.runs().Plan(ctx, r.ID, applied)
+}
+
+// runChanges returns the run's changes the undo must consider, newest
+// first: the applied ones, and those whose undo failed earlier (they are
+// still in place, so they are kept and reported, and the run is never
+// called undone while one remains). It refuses while any change of the run
+// is in flight: its outcome is not known yet.
+func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change, error) {
+	all, err := g.ledger.ListChanges(ctx, ledger.ChangeFilter{RunID: r.ID})
+	if err != nil {
+		return nil, err
+	}
+	var applied []*ledger.Change
+	for _, c := range all {
+		if c.Status.InFlight() {
+			if cur, err := g.ledger.GetRun(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
+				return nil, g.runBusy(r.ID) // another request is undoing it: its changes are in flight
+			}
+			return nil, refuse(ErrBusy, "", "%s", g.voice.RunChangeInFlight(r.ID, c.ID, string(c.Status)))
+		}
+		if c.Status == ledger.Applied || c.Status == ledger.UndoFailed {
+			applied = append(applied, c)
+		}
+	}
+	runundo.NewestFirst(applied)
+	return applied, nil
+}
+
+// executeRun carries out plan for the claimed run r (runundo.Engine.Execute)
+// and stores the report
+// and the run's final status: undone when nothing of the run is left,
+// partially_undone when changes were kept, and open again when changes
+// joined the run after the plan (a new dry run can review them). The run
+// never stays undoing: if the final write fails, the run is put back to
+// open so that a retry can plan again.
+func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*RunReport, error) {
+	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
+	done, err := g.runs().Execute(ctx, r.ID, plan, allowed, by)
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	rep := reportOf(g.voice, done, r.ID, false)
+	rep.UndoneBy = by
+	status := ledger.RunPartiallyUndone
+	switch {
+	case done.Late():
+		status = ledger.RunOpen
+	case done.Complete():
+		status = ledger.RunUndone
+	}
+	rep.Status = string(status)
+	stored, err := canonjson.Marshal(rep)
+	if err == nil {
+		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+			cur, err := tx.Run(r.ID)
+			if err != nil {
+				return err
+			}
+			cur.Status, cur.Report, cur.UpdatedAt = status, stored, g.now()
+			if status == ledger.RunOpen {
+				cur.UndoneBy = ""
+			}
+			return tx.UpdateRun(cur, ledger.RunUndoing)
+		})
+	}
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	g.log.Info("run undone", "run_id", r.ID, "status", string(status), "by", by,
+		"undone", len(rep.Undone), "skipped", len(rep.Skipped), "not_carried_out", len(rep.NotCarriedOut))
+	return rep, nil
+}
+
+// releaseRun puts a run whose undo could not finish back to open, so that a
+// retry can plan it again; cause is why it could not finish. If even that
+// fails the run stays undoing, and `mcp-changeset check` reports it.
+func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
+	err := g.retryBusy(ctx, func(tx *ledger.Tx) error {
+		cur, err := tx.Run(id)
+		if err != nil || cur.Status != ledger.RunUndoing {
+			return err
+		}
+		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
+		return tx.UpdateRun(cur, ledger.RunUndoing)
+	})
+	if err != nil {
+		g.log.Error("run left undoing: its undo failed and the run could not be released", "run_id", id, "cause", cause, "err", err)
+		return
+	}
+	g.log.Warn("run undo stopped; the run is open again", "run_id", id, "cause", cause)
 }
 
 func (g *Guard) runBusy(id string) error {

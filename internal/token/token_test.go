@@ -78,7 +78,7 @@ func TestScopeDigest_DiffersPerScope(t *testing.T) {
 	if ScopeDigest("a") == ScopeDigest("b") || ScopeDigest("") == ScopeDigest("a") {
 		t.Fatal("two scopes share a digest")
 	}
-	if ScopeDigest("a") != ScopeDigest("a") {
+	if a, again := ScopeDigest("a"), ScopeDigest("a"); a != again {
 		t.Fatal("one scope has two digests")
 	}
 	if len(ScopeDigest("a")) != 64 {
