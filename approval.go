@@ -45,10 +45,6 @@ func (a Approval) String() string {
 	return fmt.Sprintf("Approval(%d)", int(a))
 }
 
-// approvalActor is recorded in the ledger as who applied or undid a change
-// that the user approved through the client.
-const approvalActor = "agent (approved by the user)"
-
 // approveKey names both the input request and the form's one property.
 const approveKey = "approve"
 

@@ -1,7 +1,6 @@
 package changeset
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -201,42 +200,4 @@ func asRefusal(err error) (refusal, failure error) {
 // part of the contract: "change <id> cannot be applied (status: <status>)".
 func statusRefusal(id string, s ledger.Status, k claimKind) error {
 	return refuse(ErrWrongStatus, id, "%s", voice.WrongStatus(id, k.verb, string(s)))
-}
-
-// finish records the outcome of a claimed apply or undo: it moves c from
-// the in-flight status from to c.Status with the fields update sets. It
-// runs even if the caller's context was cancelled, since the write it
-// records may already have happened, and retries a busy ledger for a while
-// before giving up (the row then stays in flight for an operator).
-func (g *Guard) finish(ctx context.Context, c *ledger.Change, from ledger.Status, by string) error {
-	ctx = context.WithoutCancel(ctx)
-	c.UpdatedAt = g.now()
-	err := g.retryBusy(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
-	if err == nil {
-		g.logTransition(ctx, c, from, by)
-		return nil
-	}
-	g.log.Error("change outcome not recorded; the row stays in flight for an operator to reconcile",
-		"change_id", c.ID, "status", string(from), "outcome", string(c.Status), "err", err)
-	return err
-}
-
-// busyAttempts is how often retryBusy tries a transaction.
-const busyAttempts = 5
-
-// retryBusy runs fn in a write transaction, again after a growing pause
-// while the ledger stays busy (ledger.ErrBusy) past its own busy timeout:
-// for the bookkeeping that must not be lost to a moment of contention
-// (an outcome, a failure, a run released). It returns the last error.
-func (g *Guard) retryBusy(ctx context.Context, fn func(tx *ledger.Tx) error) error {
-	var err error
-	for attempt := range busyAttempts {
-		if err = g.ledger.WithTx(ctx, fn); err == nil || !errors.Is(err, ledger.ErrBusy) {
-			return err
-		}
-		if attempt < busyAttempts-1 {
-			time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-		}
-	}
-	return err
 }

@@ -249,21 +249,3 @@ func (g *Guard) previewRefusal(ctx context.Context, action string, err error) er
 	msg := g.logFailure(ctx, "preview failed", err, slog.String("action", action))
 	return &ChangeError{Msg: voice.PreviewFailed(action, msg), Err: err}
 }
-
-// logFailure logs err in full at Error level under a short random
-// reference, and returns what the agent is told instead: the error's type
-// name and the reference, e.g. "fs.PathError (reference ref_1a2b3c4d; the
-// server's log has the details)". An operator finds the record by the
-// reference the user quotes.
-func (g *Guard) logFailure(ctx context.Context, msg string, err error, attrs ...slog.Attr) string {
-	ref := token.NewID(refPrefix)[:len(refPrefix)+8]
-	attrs = append(attrs, slog.String("reference", ref), slog.String("error_type", typeName(err)), slog.String("err", err.Error()))
-	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
-	if text := agentText(err); text != typeName(err) { // a failure named by its kind
-		return voice.Reference(text, "", ref)
-	}
-	return voice.Reference("", typeName(err), ref)
-}
-
-// refPrefix starts the reference of a logged failure.
-const refPrefix = "ref_"
