@@ -1,8 +1,8 @@
 // Package runundo plans and carries out the undo of a run: the dry run's
-// walk over the run's changes (Engine.Plan) and the real undo of the plan
-// a caller reviewed (Engine.Execute). The rules that decide each change
-// are package undoplan's; this package reads the states they are decided
-// on, runs the inverses, and keeps the ledger's rows in step.
+// walk over the run's changes ([Engine.Plan]) and the real undo of the
+// plan a caller reviewed ([Engine.Execute]). The rules that decide each
+// change are package undoplan's; this package reads the states they are
+// decided on, runs the inverses, and keeps the ledger's rows in step.
 //
 // The engine knows the Guard only through [Host]: the server's
 // operations, their Observe and inverse, the one path a single change's
@@ -31,7 +31,7 @@ type Host interface {
 	// Observe reads the current state of what c touches, in canonical
 	// JSON, through its operation's Observe: inside tx for a
 	// TxOperation when tx is not nil, else on its own (a TxOperation's in
-	// a transaction that rolls back). It returns ErrNoObserve when the
+	// a transaction that rolls back). It returns [ErrNoObserve] when the
 	// operation is gone or cannot observe.
 	Observe(ctx context.Context, tx *ledger.Tx, c *ledger.Change) (json.RawMessage, error)
 	// UndoIn runs the inverse of c, a TxOperation's change, inside tx,
@@ -41,7 +41,7 @@ type Host interface {
 	// Undo undoes c on its own, as a person acting through trusted code,
 	// by the Guard's one path for a change's undo (claim, check, inverse,
 	// outcome), holding it back by [Engine.Hold] with undoing as the
-	// changes undone too. It returns an error matching ErrStateChanged
+	// changes undone too. It returns an error matching [ErrStateChanged]
 	// when the resource moved before the claim, one holding a *HeldError
 	// when a dependency holds c back, or what failed the undo.
 	Undo(ctx context.Context, c *ledger.Change, by string, undoing map[string]bool) error

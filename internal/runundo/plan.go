@@ -11,10 +11,10 @@ import (
 )
 
 // Plan is the one walk behind every undo of a run: the dry run shows its
-// plan, and the real undo carries out that plan (see Execute), never a new
-// walk. It visits applied, the run's changes the undo must consider,
-// newest first (see NewestFirst), and decides each by the rules of
-// package undoplan. It writes nothing.
+// plan, and the real undo carries out that plan (see [Engine.Execute]),
+// never a new walk. It visits applied, the run's changes the undo must
+// consider, newest first (see [NewestFirst]), and decides each by the
+// rules of package undoplan. It writes nothing.
 //
 // Ordinary operations are decided from the stored snapshots and one
 // observation of each resource's current state: the state a change is
