@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,10 +44,6 @@ func (a Approval) String() string {
 	}
 	return fmt.Sprintf("Approval(%d)", int(a))
 }
-
-// approvalActor is recorded in the ledger as who applied or undid a change
-// that the user approved through the client.
-const approvalActor = "agent (approved by the user)"
 
 // approveKey names both the input request and the form's one property.
 const approveKey = "approve"
@@ -139,8 +136,8 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 	if k.from == ledger.Applied {
 		end = c.UndoExpiresAt
 	}
-	st := sealedState{Tool: tool, ID: id, Purpose: k.purpose, Hash: string(c.PayloadHash), Scope: string(scope),
-		Expires: expiresAt(g.now(), end).Unix()}
+	st := seal.State{Tool: tool, ID: id, Purpose: k.purpose, Hash: string(c.PayloadHash), Scope: string(scope),
+		Expires: seal.ExpiresAt(g.now(), end).Unix()}
 	return g.ask(changeMessage(k.purpose, c), st), nil
 }
 
@@ -225,7 +222,7 @@ func canElicitForm(req *mcp.CallToolRequest) bool {
 }
 
 // ask returns the question: one form input request and the sealed state.
-func (g *Guard) ask(message string, st sealedState) *mcp.CallToolResult {
+func (g *Guard) ask(message string, st seal.State) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{approveKey: &mcp.ElicitParams{
 			Mode:    "form",
@@ -240,15 +237,15 @@ func (g *Guard) ask(message string, st sealedState) *mcp.CallToolResult {
 				Required: []string{approveKey},
 			},
 		}},
-		RequestState: g.sealer.seal(st),
+		RequestState: g.sealer.Seal(st),
 	}
 }
 
 // openState opens and checks the sealed state of an answered call: made
 // by this server's key for this tool, ID, purpose and scope, and not
 // expired.
-func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose string, scope ledger.Digest, subject, verb string) (*sealedState, error) {
-	st, err := g.sealer.open(req.Params.RequestState, tool, id)
+func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose string, scope ledger.Digest, subject, verb string) (*seal.State, error) {
+	st, err := g.sealer.Open(req.Params.RequestState, tool, id)
 	if err != nil || st.Purpose != purpose || st.Scope != string(scope) {
 		return nil, badState(subject, verb, tool)
 	}

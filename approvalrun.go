@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,17 +40,17 @@ func (g *Guard) addApprovalUndoRun() {
 // claims the run by the user's approval and carries out that plan. A run
 // already undone gets its stored report, replayed; a plan that undoes and
 // closes nothing gets its report without asking the user anything.
-func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, token string) (*mcp.CallToolResult, *RunReport, error) {
+func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, runID, tok string) (*mcp.CallToolResult, *RunReport, error) {
 	const verb = "undone"
 	tool := g.toolName("undo_run")
 	subject := "run " + runID
-	var st *sealedState
+	var st *seal.State
 	if answered(req) {
 		scope, err := g.scopeOf(ctx, req)
 		if err != nil {
 			return nil, nil, err
 		}
-		if st, err = g.openState(req, tool, runID, purposeRunUndo, scope, subject, verb); err != nil {
+		if st, err = g.openState(req, tool, runID, token.PurposeRunUndo, scope, subject, verb); err != nil {
 			return nil, nil, err
 		}
 		if err := readAnswer(req, subject, verb, tool); err != nil {
@@ -69,7 +71,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if !g.WritesEnabled() {
 		return nil, nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
 	}
-	if token != "" && !(validToken(token, confirmPrefix) && tokenMatches(r.ConfirmHash, purposeRunUndo, r.ID, r.PlanHash, token)) {
+	if tok != "" && !(token.Valid(tok, token.ConfirmPrefix) && token.Matches(r.ConfirmHash, token.PurposeRunUndo, r.ID, r.PlanHash, tok)) {
 		return nil, nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenNotNeeded(r.ID))
 	}
 	plan, err := g.planRun(ctx, r)
@@ -83,8 +85,8 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 		return nil, nil, noElicitation(subject, verb)
 	}
 	if st == nil {
-		state := sealedState{Tool: tool, ID: r.ID, Purpose: purposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
-			Expires: expiresAt(g.now(), time.Time{}).Unix()}
+		state := seal.State{Tool: tool, ID: r.ID, Purpose: token.PurposeRunUndo, Hash: string(plan.Hash), Scope: string(r.ScopeHash),
+			Expires: seal.ExpiresAt(g.now(), time.Time{}).Unix()}
 		return g.ask(runMessage(r, reportOf(g.voice, plan, r.ID, true)), state), nil, nil
 	}
 	if plan.Hash != ledger.Digest(st.Hash) {

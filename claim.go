@@ -1,10 +1,10 @@
 package changeset
 
 import (
-	"context"
 	"errors"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -20,8 +20,8 @@ type claimKind struct {
 }
 
 var (
-	applyClaim = claimKind{purposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", confirmPrefix}
-	undoClaim  = claimKind{purposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", undoPrefix}
+	applyClaim = claimKind{token.PurposeApply, ledger.Pending, ledger.Applying, "applied", "confirmation token", token.ConfirmPrefix}
+	undoClaim  = claimKind{token.PurposeUndo, ledger.Applied, ledger.Undoing, "undone", "undo token", token.UndoPrefix}
 )
 
 // An authority is what lets a claim through besides the checks every
@@ -38,7 +38,7 @@ const (
 	// agent gave anyway must match; without one, the claim checks the token
 	// the Guard derived for the change at preview (or apply) from the
 	// approval key, the change's ID and the payload hash of the row it
-	// claims (sealer.tokenFor).
+	// claims (seal.Sealer.Token).
 	byUser
 	// byTrusted: trusted code acting for a person (Guard.UndoAs, a run's
 	// undo by a person); no token.
@@ -59,10 +59,10 @@ type claim struct {
 // checkArgs refuses malformed IDs and tokens before the ledger is asked:
 // a malformed token is refused like a wrong one.
 func (cl claim) checkArgs() error {
-	if !validID(cl.id, changeIDPrefix) {
+	if !token.ValidID(cl.id, token.ChangeIDPrefix) {
 		return changeNotFound(cl.id)
 	}
-	if cl.needsToken() && !validToken(cl.token, cl.kind.prefix) {
+	if cl.needsToken() && !token.Valid(cl.token, cl.kind.prefix) {
 		return cl.invalidToken()
 	}
 	return nil
@@ -153,16 +153,16 @@ func (g *Guard) claimIn(tx *ledger.Tx, cl claim) (*ledger.Change, error) {
 // authorized reports whether the claim's authority lets it claim c.
 func (g *Guard) authorized(cl claim, c *ledger.Change) bool {
 	k := cl.kind
-	token := cl.token
+	tok := cl.token
 	switch cl.auth {
 	case byTrusted:
 		return true
 	case byUser:
-		if token == "" {
+		if tok == "" {
 			if g.sealer == nil { // cannot happen: byUser is only made under UserApproval
 				return false
 			}
-			token = g.sealer.tokenFor(k.prefix, k.purpose, c.ID, c.PayloadHash)
+			tok = g.sealer.Token(k.prefix, k.purpose, c.ID, c.PayloadHash)
 		}
 	case byToken:
 	default:
@@ -172,7 +172,7 @@ func (g *Guard) authorized(cl claim, c *ledger.Change) bool {
 	if k.from == ledger.Applied {
 		stored = c.UndoHash
 	}
-	return tokenMatches(stored, k.purpose, c.ID, c.PayloadHash, token)
+	return token.Matches(stored, k.purpose, c.ID, c.PayloadHash, tok)
 }
 
 // spend moves c, found in k.from, to k's in-flight status for by: the
@@ -200,42 +200,4 @@ func asRefusal(err error) (refusal, failure error) {
 // part of the contract: "change <id> cannot be applied (status: <status>)".
 func statusRefusal(id string, s ledger.Status, k claimKind) error {
 	return refuse(ErrWrongStatus, id, "%s", voice.WrongStatus(id, k.verb, string(s)))
-}
-
-// finish records the outcome of a claimed apply or undo: it moves c from
-// the in-flight status from to c.Status with the fields update sets. It
-// runs even if the caller's context was cancelled, since the write it
-// records may already have happened, and retries a busy ledger for a while
-// before giving up (the row then stays in flight for an operator).
-func (g *Guard) finish(ctx context.Context, c *ledger.Change, from ledger.Status, by string) error {
-	ctx = context.WithoutCancel(ctx)
-	c.UpdatedAt = g.now()
-	err := g.retryBusy(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
-	if err == nil {
-		g.logTransition(ctx, c, from, by)
-		return nil
-	}
-	g.log.Error("change outcome not recorded; the row stays in flight for an operator to reconcile",
-		"change_id", c.ID, "status", string(from), "outcome", string(c.Status), "err", err)
-	return err
-}
-
-// busyAttempts is how often retryBusy tries a transaction.
-const busyAttempts = 5
-
-// retryBusy runs fn in a write transaction, again after a growing pause
-// while the ledger stays busy (ledger.ErrBusy) past its own busy timeout:
-// for the bookkeeping that must not be lost to a moment of contention
-// (an outcome, a failure, a run released). It returns the last error.
-func (g *Guard) retryBusy(ctx context.Context, fn func(tx *ledger.Tx) error) error {
-	var err error
-	for attempt := range busyAttempts {
-		if err = g.ledger.WithTx(ctx, fn); err == nil || !errors.Is(err, ledger.ErrBusy) {
-			return err
-		}
-		if attempt < busyAttempts-1 {
-			time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
-		}
-	}
-	return err
 }

@@ -95,12 +95,6 @@ var (
 	ErrDependency = errors.New("changeset: depended on")
 )
 
-// heldError carries, inside the refusal of a held undo, the reason a
-// run's undo reports for it.
-type heldError struct{ reason string }
-
-func (e *heldError) Error() string { return e.reason }
-
 // refuse returns a *ChangeError of the given kind about change id (which
 // may be empty).
 func refuse(kind error, id, format string, args ...any) *ChangeError {

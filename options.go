@@ -1,13 +1,12 @@
 package changeset
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/ledger"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Defaults for Options fields left zero.
@@ -29,19 +28,12 @@ const (
 // write; prefer a finite window.
 const NoExpiry time.Duration = -1
 
-// Write modes. Apply and undo run only in WriteGuarded mode; previews work in
-// both.
-const (
-	WriteGuarded  = "guarded"
-	WriteDisabled = "disabled"
-)
+// ApprovalKeySize is the length of Options.ApprovalKey: 32 bytes.
+const ApprovalKeySize = 32
 
-// ScopeFunc returns the scope a request runs under, e.g. the authenticated
-// principal from req.Extra.TokenInfo. Changes and runs are bound to the
-// scope they were created under: any other scope can neither see nor claim
-// them. req is nil when trusted code calls the Guard's methods directly;
-// the function should then take the scope from ctx.
-type ScopeFunc func(ctx context.Context, req *mcp.CallToolRequest) (string, error)
+// The key seals with package seal, so its sizes must agree: a negative
+// constant converted to uint does not compile.
+const _ = uint(ApprovalKeySize-seal.KeySize) + uint(seal.KeySize-ApprovalKeySize)
 
 // Options configure a Guard. The zero value of every field selects its
 // default; New refuses values out of range.

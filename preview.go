@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,7 +85,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	}
 	now := g.now()
 	c := &ledger.Change{
-		ID:            newID(changeIDPrefix),
+		ID:            token.NewID(token.ChangeIDPrefix),
 		Action:        o.name,
 		PreviewedBy:   by,
 		Status:        ledger.Pending,
@@ -106,11 +107,11 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		UpdatedAt:     now,
 		ExpiresAt:     now.Add(g.opts.TTL),
 	}
-	token := newToken(confirmPrefix)
+	tok := token.New(token.ConfirmPrefix)
 	if g.opts.Approval == UserApproval { // the user approves in the client; see byUser
-		token = g.sealer.tokenFor(confirmPrefix, purposeApply, c.ID, c.PayloadHash)
+		tok = g.sealer.Token(token.ConfirmPrefix, token.PurposeApply, c.ID, c.PayloadHash)
 	}
-	c.ConfirmHash = tokenDigest(purposeApply, c.ID, c.PayloadHash, token)
+	c.ConfirmHash = token.Digest(token.PurposeApply, c.ID, c.PayloadHash, tok)
 	var sessionKey ledger.Digest
 	if runID == "" && !g.opts.NoSessionRuns {
 		if sessionKey, err = g.sessionKey(ctx, req); err != nil {
@@ -163,7 +164,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		Action:            c.Action,
 		Summary:           c.Summary,
 		Diff:              diffViews(c.Diff),
-		ConfirmationToken: token,
+		ConfirmationToken: tok,
 		ExpiresAt:         formatTime(c.ExpiresAt),
 		WritesEnabled:     g.WritesEnabled(),
 		RunID:             c.RunID,
@@ -231,7 +232,7 @@ func (g *Guard) splitRunID(args json.RawMessage) (json.RawMessage, string, error
 	if err := json.Unmarshal(raw, &runID); err != nil {
 		return nil, "", Refuse("%s", voice.RunIDNotString())
 	}
-	if runID != "" && !validID(runID, runIDPrefix) {
+	if runID != "" && !token.ValidID(runID, token.RunIDPrefix) {
 		return nil, "", g.noSuchRun(runID)
 	}
 	rest, err := json.Marshal(m)
@@ -252,21 +253,3 @@ func (g *Guard) previewRefusal(ctx context.Context, action string, err error) er
 	msg := g.logFailure(ctx, "preview failed", err, slog.String("action", action))
 	return &ChangeError{Msg: voice.PreviewFailed(action, msg), Err: err}
 }
-
-// logFailure logs err in full at Error level under a short random
-// reference, and returns what the agent is told instead: the error's type
-// name and the reference, e.g. "fs.PathError (reference ref_1a2b3c4d; the
-// server's log has the details)". An operator finds the record by the
-// reference the user quotes.
-func (g *Guard) logFailure(ctx context.Context, msg string, err error, attrs ...slog.Attr) string {
-	ref := newID(refPrefix)[:len(refPrefix)+8]
-	attrs = append(attrs, slog.String("reference", ref), slog.String("error_type", typeName(err)), slog.String("err", err.Error()))
-	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
-	if text := agentText(err); text != typeName(err) { // a failure named by its kind
-		return voice.Reference(text, "", ref)
-	}
-	return voice.Reference("", typeName(err), ref)
-}
-
-// refPrefix starts the reference of a logged failure.
-const refPrefix = "ref_"

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -73,7 +74,7 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 		return nil, err
 	}
 	now := g.now()
-	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: now, UpdatedAt: now}
+	r := &ledger.Run{ID: token.NewID(token.RunIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen, Kind: ledger.RunTask, CreatedAt: now, UpdatedAt: now}
 	by := "" // trusted code starting a run is nobody the ledger can name
 	if req != nil {
 		if by, err = g.agentBy(ctx, req); err != nil {
@@ -107,7 +108,7 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 	f := ledger.ChangeFilter{RunID: r.ID, Limit: page.Limit + 1}
 	if page.Cursor != "" {
 		after, err := g.ledger.Change(ctx, page.Cursor)
-		if !validID(page.Cursor, changeIDPrefix) || err != nil || after.RunID != r.ID {
+		if !token.ValidID(page.Cursor, token.ChangeIDPrefix) || err != nil || after.RunID != r.ID {
 			return nil, Refuse("%s", g.voice.RunCursorInvalid(cut(page.Cursor, 32), r.ID))
 		}
 		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
@@ -191,7 +192,7 @@ func (g *Guard) scopedRun(ctx context.Context, req *mcp.CallToolRequest, runID s
 
 // getRun reads a run whatever its scope.
 func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
-	if !validID(runID, runIDPrefix) {
+	if !token.ValidID(runID, token.RunIDPrefix) {
 		return nil, g.noSuchRun(runID)
 	}
 	r, err := g.ledger.Run(ctx, runID)

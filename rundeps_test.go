@@ -105,8 +105,8 @@ func entryOf(t *testing.T, list any, id string) map[string]any {
 // that made another go through, and nothing A receives names B's changes,
 // their summaries or B's run.
 //
-// Verified against runwalk.go, dependencyHold: with both scope checks
-// removed (the filter's "ScopeHash: c.ScopeHash" and the
+// Verified against internal/runundo/hold.go, Engine.Hold: with both
+// scope checks removed (the filter's "ScopeHash: c.ScopeHash" and the
 // "|| d.ScopeHash != c.ScopeHash" of the loop; either one alone still
 // keeps scopes apart), B's funnels hold back A's undos, whose refusal and
 // skip reason name B's change, and the test fails.
@@ -615,7 +615,7 @@ func TestRunDeps_MultiResourceProposalsThatCannotBeCheckedAreRefused(t *testing.
 // hold back the create's undo when the same undo removes it first: both
 // are undone, newest first.
 //
-// Verified against runwalk.go, dependencyHold:
+// Verified against internal/runundo/hold.go, Engine.Hold:
 //
 //	if d.ID == c.ID || undoing[d.ID] || d.ScopeHash != c.ScopeHash {
 //

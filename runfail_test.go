@@ -234,7 +234,7 @@ func registerWatchedSet(g *changeset.Guard, s *kv, w *watch) {
 // after those N (the execution's re-check in closeNoNetGroups) first
 // edits the store, as a person would at that moment.
 //
-// Verified against runexec.go, closeNoNetGroups:
+// Verified against internal/runundo/execute.go, closeNoNetGroups:
 //
 //	if err != nil || string(cur) != string(first.NetState) {
 //
@@ -337,7 +337,7 @@ func refuseFinalReport(t *testing.T, kit backendKit, db *sql.DB) func() {
 // again, with nobody recorded as undoing it, never left undoing. A retry
 // then plans afresh and finishes it.
 //
-// Verified against runexec.go, executeRun, the release after the final
+// Verified against runundo.go, executeRun, the release after the final
 // write:
 //
 //	if err != nil {
@@ -429,7 +429,7 @@ const invalidUTF8 = "the remote said \xff\xfe\x00 and hung up"
 // The cases:
 //   - "error": an ordinary operation's Undo returns a plain error. The
 //     agent (and the report) sees its type name; the ledger keeps its full
-//     text, the bad bytes replaced. Verified against apply.go, markFailed:
+//     text, the bad bytes replaced. Verified against finish.go, markFailed:
 //     c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
 //     With storableText removed the stored text keeps the bad bytes
 //     (SQLite) or cannot be stored at all (PostgreSQL) and the test fails;
@@ -437,13 +437,13 @@ const invalidUTF8 = "the remote said \xff\xfe\x00 and hung up"
 //     with err.Error() instead the report cannot be stored and the test
 //     fails.
 //   - "error_tx": the same from a transactional operation's Undo, recorded by
-//     recordRunFailure (which stores the report's reason, built from
+//     runHost.RecordFailure (which stores the report's reason, built from
 //     agentText, not the full text).
 //   - "refusal" and "refusal_tx": the Undo returns changeset.Refuse, whose
 //     message is meant for the agent: agentText cleans it, so the report
-//     stores, and recordRunFailure stores it cleaned (verified against
-//     errors.go agentText's storableText and runexec.go recordRunFailure's
-//     storableText(reason)).
+//     stores, and runHost.RecordFailure stores it cleaned (verified
+//     against errors.go agentText's storableText and finish.go
+//     markFailed's storableText(cause.Error())).
 func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 	cases := []struct {
 		name, op string
@@ -530,13 +530,14 @@ func registerTxHalf(g *changeset.Guard) {
 // the report lists it as failed and the run is partially_undone, not
 // undone.
 //
-// Verified against runtx.go, txUndo:
+// Verified against internal/runundo/tx.go, Engine.undoIn:
 //
 //	_, _ = sql.ExecContext(ctx, "ROLLBACK TO SAVEPOINT changeset_step")
 //
-// (without it "half-undone" is committed) and runexec.go, txSegment:
+// (without it "half-undone" is committed) and internal/runundo/execute.go,
+// execution.txSegment:
 //
-//	e.g.recordRunFailure(e.ctx, s.c.ID, e.by, s.failed)
+//	x.e.Host.RecordFailure(x.ctx, s.C, x.by, s.Failed)
 //
 // (without it the change stays applied with no history entry); either
 // removal fails the test.

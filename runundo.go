@@ -2,96 +2,16 @@ package changeset
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/runundo"
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
-	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// RunReport says what undoing a run will do (a dry run) or did. A dry run
-// carries the confirmation token that the real undo requires; the report of
-// the real undo is stored with the run and returned again on every later
-// request.
-type RunReport struct {
-	RunID  string `json:"run_id" jsonschema:"the run"`
-	DryRun bool   `json:"dry_run" jsonschema:"true: nothing changed"`
-	// Status is the run's status after this call.
-	Status string `json:"status" jsonschema:"the run status now"`
-	// WillUndo (dry run) and Undone (real undo) list the changes whose
-	// inverse runs, newest first.
-	WillUndo []RunStep `json:"will_undo,omitzero" jsonschema:"to be undone, newest first"`
-	Undone   []RunStep `json:"undone,omitzero" jsonschema:"undone, newest first"`
-	// NoNetChange lists changes whose resource the run itself brought back
-	// to where it started (created then deleted): no write is needed.
-	NoNetChange []RunStep `json:"no_net_change" jsonschema:"closed, no write"`
-	// Skipped lists changes left as they are because their resource changed
-	// after them, with the reason.
-	Skipped []RunNote `json:"skipped" jsonschema:"kept, with why"`
-	// Irreversible lists what cannot be undone exactly: changes without an
-	// inverse or past their undo window (not undone), and the warnings of
-	// changes that are undone but not exactly.
-	Irreversible []RunNote `json:"irreversible" jsonschema:"not undone exactly"`
-	// Failed lists changes whose undo was attempted and failed.
-	Failed []RunNote `json:"failed,omitzero" jsonschema:"undo failed"`
-	// NotCarriedOut lists, after a real undo, the changes of the reviewed
-	// plan that were not undone after all (each is in Skipped or Failed
-	// with the reason): their check failed right before the inverse.
-	NotCarriedOut []string `json:"not_carried_out,omitzero" jsonschema:"change IDs planned, not undone"`
-	// Notes say what the library could not know for certain, such as two
-	// changes it related by their states because neither names a Resource.
-	Notes []RunNote `json:"notes,omitzero" jsonschema:"uncertainties"`
-
-	ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"for the real undo"`
-	ExpiresAt         string `json:"expires_at,omitempty" jsonschema:"when the token expires"`
-	NextStep          string `json:"next_step,omitempty" jsonschema:"what to do next"`
-	// UndoneBy names who undid the run: "agent" or "person:<name>".
-	UndoneBy string `json:"undone_by,omitempty" jsonschema:"who undid it"`
-	// Note is an operator's note on a run whose undo was interrupted and
-	// reconciled (see ledger.Ledger.ReconcileRun).
-	Note string `json:"note,omitempty" jsonschema:"an operator note"`
-	// Replayed is true when the run was already undone and this is the
-	// stored report of that undo, returned again: nothing was done now.
-	// ReplayNote then says when and by whom the undo ran.
-	Replayed   bool   `json:"replayed,omitempty" jsonschema:"true: a stored report; nothing done now"`
-	ReplayNote string `json:"replay_note,omitempty" jsonschema:"when and by whom it ran"`
-}
-
-// RunStep is one change in a run report.
-type RunStep struct {
-	ChangeID string `json:"change_id" jsonschema:"the change"`
-	Action   string `json:"action" jsonschema:"the operation"`
-	Summary  string `json:"summary" jsonschema:"what it did"`
-	Resource string `json:"resource,omitempty" jsonschema:"what it changed"`
-	// Resources names every resource of a change that names several
-	// (Proposal.Resources); Resource is then empty.
-	Resources []string `json:"resources,omitempty" jsonschema:"each resource, when several"`
-	// Transactional is true for a transactional operation's change: its undo runs in
-	// one database transaction with the other transactional undos around
-	// it, and the dry run really ran it and rolled it back.
-	Transactional bool `json:"transactional,omitempty" jsonschema:"undone in one database transaction"`
-}
-
-// RunNote is a change in a run report with the reason it is listed. For
-// a skipped change, Drift says what the undo expected to find (the state
-// the change left) and what it found, only for what moved: for a change
-// that names several resources, each entry names its resource. It is
-// empty when there is nothing to compare (no snapshot, no state).
-type RunNote struct {
-	ChangeID string `json:"change_id" jsonschema:"the change"`
-	Action   string `json:"action" jsonschema:"the operation"`
-	Resource string `json:"resource" jsonschema:"what it changed"`
-	// Resources names every resource of a change that names several;
-	// Resource is then empty.
-	Resources []string `json:"resources,omitempty" jsonschema:"each resource, when several"`
-	Summary   string   `json:"summary" jsonschema:"what it did"`
-	Reason    string   `json:"reason" jsonschema:"why it is listed"`
-	Drift     []Drift  `json:"drift" jsonschema:"what moved since the change"`
-}
 
 // UndoRun undoes a run on behalf of a person acting through trusted code,
 // without a token. With dryRun it only reports what the undo would do and
@@ -149,20 +69,6 @@ func (g *Guard) UndoRunReviewed(ctx context.Context, runID string, reviewed []st
 	return g.undoRun(ctx, r, false, "", byTrusted, by, set)
 }
 
-// Planned returns the IDs of the changes a dry run's plan acts on: those
-// it will undo and those it closes as no net change. A page that shows the
-// plan hands them back to UndoRunReviewed.
-func (rep *RunReport) Planned() []string {
-	var ids []string
-	for _, s := range rep.WillUndo {
-		ids = append(ids, s.ChangeID)
-	}
-	for _, s := range rep.NoNetChange {
-		ids = append(ids, s.ChangeID)
-	}
-	return ids
-}
-
 // undoRunTool is undo_run for the agent.
 func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID string, dryRun bool, token string) (*RunReport, error) {
 	r, err := g.scopedRun(ctx, req, runID)
@@ -195,7 +101,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token s
 	return rep, err
 }
 
-func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
+func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return g.replayReport(r)
@@ -212,15 +118,15 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, auth)
 	}
-	if len(plan.Actions()) == 0 && auth == byToken && token == "" {
+	if len(plan.Actions()) == 0 && auth == byToken && tok == "" {
 		// Nothing to approve, so no token was issued. A caller holding the
 		// token of an earlier plan is told below that the plan changed.
 		return g.nothingToUndo(plan, r.ID, false), nil
 	}
-	if auth == byToken && !validToken(token, confirmPrefix) {
+	if auth == byToken && !token.Valid(tok, token.ConfirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, token, auth, by)
+	stored, err := g.claimRun(ctx, r, plan, tok, auth, by)
 	if err != nil || stored != nil {
 		return stored, err
 	}
@@ -230,79 +136,112 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	return g.executeRun(ctx, r, plan, reviewed, by)
 }
 
-func (g *Guard) runBusy(id string) error {
-	return refuse(ErrBusy, "", "%s", g.voice.RunBusy(id))
-}
-
-// replayReport is the stored report of the undo of r, a run already
-// undone, returned again: marked Replayed, with a note of when and by whom
-// it ran, and nothing in it that asks for a next step.
-func (g *Guard) replayReport(r *ledger.Run) (*RunReport, error) {
-	rep, err := decodeReport(r.Report)
+// planRun is the one walk behind every undo of a run
+// (runundo.Engine.Plan): the dry run shows its plan, and the real undo
+// carries out that plan (see executeRun), never a new walk. It writes
+// nothing.
+func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, error) {
+	applied, err := g.runChanges(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if rep.UndoneBy == "" {
-		rep.UndoneBy = r.UndoneBy
+	return g.runs().Plan(ctx, r.ID, applied)
+}
+
+// runChanges returns the run's changes the undo must consider, newest
+// first: the applied ones, and those whose undo failed earlier (they are
+// still in place, so they are kept and reported, and the run is never
+// called undone while one remains). It refuses while any change of the run
+// is in flight: its outcome is not known yet.
+func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change, error) {
+	all, err := g.ledger.Changes(ctx, ledger.ChangeFilter{RunID: r.ID})
+	if err != nil {
+		return nil, err
 	}
-	rep.DryRun, rep.Status, rep.Replayed = false, string(r.Status), true
-	rep.ConfirmationToken, rep.ExpiresAt, rep.NextStep = "", "", ""
-	rep.ReplayNote = g.voice.RunReplayed(string(r.Status), formatTime(r.UpdatedAt), rep.UndoneBy)
+	var applied []*ledger.Change
+	for _, c := range all {
+		if c.Status.InFlight() {
+			if cur, err := g.ledger.Run(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
+				return nil, g.runBusy(r.ID) // another request is undoing it: its changes are in flight
+			}
+			return nil, refuse(ErrBusy, "", "%s", g.voice.RunChangeInFlight(r.ID, c.ID, string(c.Status)))
+		}
+		if c.Status == ledger.Applied || c.Status == ledger.UndoFailed {
+			applied = append(applied, c)
+		}
+	}
+	runundo.NewestFirst(applied)
+	return applied, nil
+}
+
+// executeRun carries out plan for the claimed run r (runundo.Engine.Execute)
+// and stores the report
+// and the run's final status: undone when nothing of the run is left,
+// partially_undone when changes were kept, and open again when changes
+// joined the run after the plan (a new dry run can review them). The run
+// never stays undoing: if the final write fails, the run is put back to
+// open so that a retry can plan again.
+func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*RunReport, error) {
+	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
+	done, err := g.runs().Execute(ctx, r.ID, plan, allowed, by)
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	rep := reportOf(g.voice, done, r.ID, false)
+	rep.UndoneBy = by
+	status := ledger.RunPartiallyUndone
+	switch {
+	case done.Late():
+		status = ledger.RunOpen
+	case done.Complete():
+		status = ledger.RunUndone
+	}
+	rep.Status = string(status)
+	stored, err := canonjson.Marshal(rep)
+	if err == nil {
+		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+			cur, err := tx.Run(r.ID)
+			if err != nil {
+				return err
+			}
+			cur.Status, cur.Report, cur.UpdatedAt = status, stored, g.now()
+			if status == ledger.RunOpen {
+				cur.UndoneBy = ""
+			}
+			return tx.UpdateRun(cur, ledger.RunUndoing)
+		})
+	}
+	if err != nil {
+		g.releaseRun(ctx, r.ID, err)
+		return nil, err
+	}
+	g.log.Info("run undone", "run_id", r.ID, "status", string(status), "by", by,
+		"undone", len(rep.Undone), "skipped", len(rep.Skipped), "not_carried_out", len(rep.NotCarriedOut))
 	return rep, nil
 }
 
-// nothingToUndo is the report of a plan that undoes and closes nothing:
-// it asks for no approval and, for a real undo, says nothing was done.
-func (g *Guard) nothingToUndo(plan *undoplan.Plan, runID string, dryRun bool) *RunReport {
-	rep := reportOf(g.voice, plan, runID, dryRun)
-	rep.Status = string(ledger.RunOpen)
-	rep.NextStep = g.voice.RunNothingToUndo(dryRun)
-	return rep
+// releaseRun puts a run whose undo could not finish back to open, so that a
+// retry can plan it again; cause is why it could not finish. If even that
+// fails the run stays undoing, and `mcp-changeset check` reports it.
+func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
+	err := g.retryBusy(ctx, func(tx *ledger.Tx) error {
+		cur, err := tx.Run(id)
+		if err != nil || cur.Status != ledger.RunUndoing {
+			return err
+		}
+		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
+		return tx.UpdateRun(cur, ledger.RunUndoing)
+	})
+	if err != nil {
+		g.log.Error("run left undoing: its undo failed and the run could not be released", "run_id", id, "cause", cause, "err", err)
+		return
+	}
+	g.log.Warn("run undo stopped; the run is open again", "run_id", id, "cause", cause)
 }
 
-// maxReportSummary caps a change's summary in a run report.
-const maxReportSummary = 300
-
-// reportOf renders a plan as a dry run's report (will_undo) or a real
-// undo's (undone).
-func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunReport {
-	rep := &RunReport{RunID: runID, DryRun: dryRun, NoNetChange: []RunStep{}, Skipped: []RunNote{}, Irreversible: []RunNote{}}
-	undo := []RunStep{}
-	for _, s := range p.Steps {
-		c := s.C
-		summary := cut(c.Summary, maxReportSummary)
-		step := RunStep{ChangeID: c.ID, Action: c.Action, Summary: summary, Resource: c.Resource, Resources: c.Resources, Transactional: s.Op.Tx}
-		note := func(reason string, drift []undoplan.Drift) RunNote {
-			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(v, drift)}
-		}
-		if s.Reviewed && (!s.CarriesOut() || s.Failed != "") {
-			rep.NotCarriedOut = append(rep.NotCarriedOut, c.ID)
-		}
-		if s.LinkedTo != "" {
-			rep.Notes = append(rep.Notes, note(v.ReasonLinked(s.LinkedTo), nil))
-		}
-		switch {
-		case s.CarriesOut() && s.Failed != "":
-			rep.Failed = append(rep.Failed, note(s.Failed, nil))
-		case s.Verdict == undoplan.Undo:
-			undo = append(undo, step)
-			for _, w := range s.Warnings {
-				rep.Irreversible = append(rep.Irreversible, note(w, nil))
-			}
-		case s.Verdict == undoplan.NoNetChange:
-			rep.NoNetChange = append(rep.NoNetChange, step)
-		case s.Verdict == undoplan.Skip:
-			rep.Skipped = append(rep.Skipped, note(s.Reason, s.Drift))
-		case s.Verdict == undoplan.Irreversible:
-			rep.Irreversible = append(rep.Irreversible, note(s.Reason, s.Drift))
-		}
-	}
-	if dryRun {
-		rep.WillUndo = undo
-	} else {
-		rep.Undone = undo
-	}
-	return rep
+func (g *Guard) runBusy(id string) error {
+	return refuse(ErrBusy, "", "%s", g.voice.RunBusy(id))
 }
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
@@ -317,7 +256,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	if auth == byTrusted {
 		return rep, nil
 	}
-	token := newToken(confirmPrefix)
+	tok := token.New(token.ConfirmPrefix)
 	expires := g.now().Add(g.opts.TTL)
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
 		cur, err := tx.Run(r.ID)
@@ -328,14 +267,14 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 			return refuse(ErrBusy, "", "%s", g.voice.RunMoved(r.ID, string(cur.Status)))
 		}
 		cur.PlanHash = plan.Hash
-		cur.ConfirmHash = tokenDigest(purposeRunUndo, cur.ID, plan.Hash, token)
+		cur.ConfirmHash = token.Digest(token.PurposeRunUndo, cur.ID, plan.Hash, tok)
 		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, g.now()
 		return tx.UpdateRun(cur, ledger.RunOpen)
 	})
 	if err != nil {
 		return nil, err
 	}
-	rep.ConfirmationToken, rep.ExpiresAt = token, formatTime(expires)
+	rep.ConfirmationToken, rep.ExpiresAt = tok, formatTime(expires)
 	rep.NextStep = g.voice.RunDryRunNext()
 	return rep, nil
 }
@@ -347,7 +286,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 // acting through trusted code (byTrusted) needs neither. When another
 // request finished undoing the run meanwhile, claimRun returns that undo's
 // stored report, replayed.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, token string, auth authority, by string) (*RunReport, error) {
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth authority, by string) (*RunReport, error) {
 	byTok := auth == byToken
 	var refusal error
 	var stored *ledger.Run
@@ -368,7 +307,7 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		case cur.Status != ledger.RunOpen:
 			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
 			return nil
-		case byTok && !tokenMatches(cur.ConfirmHash, purposeRunUndo, cur.ID, cur.PlanHash, token):
+		case byTok && !token.Matches(cur.ConfirmHash, token.PurposeRunUndo, cur.ID, cur.PlanHash, tok):
 			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
 			return nil
 		case byTok && !now.Before(cur.ConfirmExpiresAt):
@@ -391,12 +330,4 @@ func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan
 		return g.replayReport(stored)
 	}
 	return nil, refusal
-}
-
-func decodeReport(stored json.RawMessage) (*RunReport, error) {
-	var rep RunReport
-	if err := json.Unmarshal(stored, &rep); err != nil {
-		return nil, fmt.Errorf("decode stored run report: %w", err)
-	}
-	return &rep, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/internal/diffview"
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -207,7 +208,7 @@ func changeMessage(purpose string, c *ledger.Change) string {
 	diff := diffViews(c.Diff)
 	items := make([]string, 0, len(diff))
 	for _, d := range diff {
-		items = append(items, diffItems(d, purpose == purposeUndo)...)
+		items = append(items, diffItems(d, purpose == token.PurposeUndo)...)
 	}
 	warnings := make([]string, 0, len(c.Warnings))
 	for _, w := range c.Warnings {
@@ -217,7 +218,7 @@ func changeMessage(purpose string, c *ledger.Change) string {
 	fields := section{"Fields (before → after):", "fields", items}
 	notes := section{"Warnings:", "warnings", warnings}
 	footer := "Answer yes only if you want this change made exactly as shown."
-	if purpose == purposeUndo {
+	if purpose == token.PurposeUndo {
 		header[0] = "Undo this change?"
 		fields.title = "Undoing it sets these fields (now → after the undo):"
 		notes.title = "Not undone exactly:"

@@ -1,6 +1,7 @@
 package changeset
 
 import (
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"strings"
 	"testing"
@@ -98,7 +99,7 @@ func TestChangeMessage_DiffRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &ledger.Change{ID: "chg_1", Action: "edit", Summary: "Edit", Diff: sp.diff}
-	apply := changeMessage(purposeApply, c)
+	apply := changeMessage(token.PurposeApply, c)
 	for _, want := range []string{
 		"• address.city: \"Oslo\" → \"Bergen\"\n",
 		"• email: null → \"a@b\"\n",
@@ -111,7 +112,7 @@ func TestChangeMessage_DiffRules(t *testing.T) {
 	if strings.Contains(apply, "zip") {
 		t.Errorf("apply question shows the unchanged nested field zip:\n%s", apply)
 	}
-	undo := changeMessage(purposeUndo, c)
+	undo := changeMessage(token.PurposeUndo, c)
 	for _, want := range []string{"• address.city: \"Bergen\" → \"Oslo\"\n", "• note: \"new\\nline\" → (none)\n", "• email: \"a@b\" → null\n"} {
 		if !strings.Contains(undo, want) {
 			t.Errorf("undo question lacks %q:\n%s", want, undo)

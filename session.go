@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,42 +26,6 @@ import (
 // DefaultSessionRunIdle is the default of Options.SessionRunIdle.
 const DefaultSessionRunIdle = 30 * time.Minute
 
-// PrincipalFunc names the caller of a request for the ledger's records
-// (e.g. the user behind an agent) and keys its session run where requests
-// carry no session. req is nil for calls from trusted code.
-type PrincipalFunc func(ctx context.Context, req *mcp.CallToolRequest) (string, error)
-
-// principalOf names the caller of req: Options.Principal, else the bearer
-// token's user, else the client's name from the initialize request, else
-// "".
-func (g *Guard) principalOf(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
-	if g.opts.Principal != nil {
-		p, err := g.opts.Principal(ctx, req)
-		if err != nil {
-			return "", &ChangeError{Kind: ErrRefused, Msg: voice.CallerUnknown(), Err: err}
-		}
-		return p, nil
-	}
-	if req == nil {
-		return "", nil
-	}
-	if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
-		return req.Extra.TokenInfo.UserID, nil
-	}
-	return clientName(req), nil
-}
-
-// clientName is the client's name from its initialize request, or "".
-func clientName(req *mcp.CallToolRequest) string {
-	if req == nil || req.Session == nil {
-		return ""
-	}
-	if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
-		return p.ClientInfo.Name
-	}
-	return ""
-}
-
 // connections gives each MCP session without an ID of its own (stdio, in
 // memory, stateless HTTP) a random one for as long as it lives.
 type connections struct {
@@ -77,7 +42,7 @@ func (cs *connections) id(ss *mcp.ServerSession) string {
 	if cs.ids == nil {
 		cs.ids = map[*mcp.ServerSession]string{}
 	}
-	id := newID("conn_")
+	id := token.NewID("conn_")
 	cs.ids[ss] = id
 	go func() { // forget the session when it ends
 		_ = ss.Wait()
@@ -154,7 +119,7 @@ func (g *Guard) sessionRun(tx *ledger.Tx, req *mcp.CallToolRequest, key, scope l
 	if len(label) > maxLabelBytes {
 		label = strings.ToValidUTF8(label[:maxLabelBytes], "")
 	}
-	r := &ledger.Run{ID: newID(runIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
+	r := &ledger.Run{ID: token.NewID(token.RunIDPrefix), Label: label, ScopeHash: scope, Status: ledger.RunOpen,
 		Kind: ledger.RunSession, SessionKey: key, CreatedAt: now, UpdatedAt: now}
 	if err := tx.InsertRunBy(r, by); err != nil {
 		return "", err

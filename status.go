@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,11 +66,11 @@ func (g *Guard) Observe(ctx context.Context, changeID string) (json.RawMessage, 
 	case !o.hasObserve():
 		return nil, refuse(ErrRefused, changeID, "operation %s has no Observe, so change %s has no state to read", voice.Quote(c.Action), changeID)
 	}
-	return g.observeNow(ctx, c)
+	return runHost{g}.Observe(ctx, nil, c)
 }
 
 func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {
-	if !validID(id, changeIDPrefix) {
+	if !token.ValidID(id, token.ChangeIDPrefix) {
 		return nil, changeNotFound(id)
 	}
 	c, err := g.ledger.Change(ctx, id)

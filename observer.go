@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 
+	"github.com/mcp-changeset/changeset-go/internal/token"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // An Observer watches the steps a Guard takes, for traces and metrics;
@@ -156,34 +156,6 @@ func (g *Guard) logTransition(ctx context.Context, c *ledger.Change, from ledger
 	}
 }
 
-// principalKey keys the principal of a request in its context, for the
-// log records of the steps it takes.
-type principalKey struct{}
-
-// withPrincipal puts the principal of req in ctx for logTransition, only
-// when the Guard's logger records transitions: a principal that cannot be
-// determined is left out.
-func (g *Guard) withPrincipal(ctx context.Context, req *mcp.CallToolRequest) context.Context {
-	if req == nil || !g.log.Enabled(ctx, slog.LevelInfo) {
-		return ctx
-	}
-	p, err := g.principalOf(ctx, req)
-	if err != nil || p == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// principalIn returns the principal a step is taken for: the one in by
-// ("agent:<principal>"), else the one withPrincipal put in ctx.
-func principalIn(ctx context.Context, by string) string {
-	if p, ok := strings.CutPrefix(by, agentActor+":"); ok {
-		return p
-	}
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
-}
-
 // step is the Step of a claim of kind k.
 func (k claimKind) step() Step {
 	if k.from == ledger.Pending {
@@ -209,3 +181,21 @@ func changeOutcome(k claimKind, id string, seen *ledger.Change, txFailure, err e
 	}
 	return out
 }
+
+// logFailure logs err in full at Error level under a short random
+// reference, and returns what the agent is told instead: the error's type
+// name and the reference, e.g. "fs.PathError (reference ref_1a2b3c4d; the
+// server's log has the details)". An operator finds the record by the
+// reference the user quotes.
+func (g *Guard) logFailure(ctx context.Context, msg string, err error, attrs ...slog.Attr) string {
+	ref := token.NewID(refPrefix)[:len(refPrefix)+8]
+	attrs = append(attrs, slog.String("reference", ref), slog.String("error_type", typeName(err)), slog.String("err", err.Error()))
+	g.log.LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	if text := agentText(err); text != typeName(err) { // a failure named by its kind
+		return voice.Reference(text, "", ref)
+	}
+	return voice.Reference("", typeName(err), ref)
+}
+
+// refPrefix starts the reference of a logged failure.
+const refPrefix = "ref_"

@@ -3,11 +3,10 @@ package changeset
 import (
 	"context"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	_ "github.com/mcp-changeset/changeset-go/ledger/sqlite" // the default backend for file paths
@@ -26,7 +25,7 @@ type Guard struct {
 	ownsLedger bool
 	opts       Options
 	log        *slog.Logger
-	sealer     *sealer // seals the request state of UserApproval; nil otherwise
+	sealer     *seal.Sealer // seals the request state of UserApproval; nil otherwise
 	// voice writes every sentence the agent reads, for these options.
 	voice *voice.Voice
 
@@ -84,7 +83,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		g.ledger, g.ownsLedger = l, true
 	}
 	if opts.Approval == UserApproval {
-		if g.sealer, err = loadApprovalKey(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
+		if g.sealer, err = seal.Load(context.Background(), g.ledger, opts.ApprovalKey); err != nil {
 			g.Close()
 			return nil, err
 		}
@@ -113,42 +112,6 @@ func (g *Guard) Close() error {
 // clock [ledger.OpenOptions] gave it when it came in Options.Ledger.
 func (g *Guard) Ledger() *ledger.Ledger { return g.ledger }
 
-// WritesEnabled reports whether apply and undo may run now: WriteMode is
-// WriteGuarded, or WriteMode is empty and the environment variable reads
-// "guarded". The variable is read at each call, so an operator can turn
-// writes off without restarting a server (pending previews stay valid).
-func (g *Guard) WritesEnabled() bool {
-	if g.opts.WriteMode != "" {
-		return g.opts.WriteMode == WriteGuarded
-	}
-	return os.Getenv(g.opts.WriteModeEnv) == WriteGuarded
-}
-
-// unknownWriteMode is the value of the write-mode variable when the
-// options leave the mode to it and it holds neither WriteGuarded nor
-// WriteDisabled (nor nothing); "" otherwise.
-func (g *Guard) unknownWriteMode() string {
-	if g.opts.WriteMode != "" {
-		return ""
-	}
-	switch v := os.Getenv(g.opts.WriteModeEnv); v {
-	case "", WriteGuarded, WriteDisabled:
-		return ""
-	default:
-		return v
-	}
-}
-
-// writesOff is the refusal of a write while writes are off: of change id
-// (not verb, "applied" or "undone"), or of writes in general when id is "".
-func (g *Guard) writesOff(id, verb string) *WritesDisabledError {
-	e := &WritesDisabledError{ChangeID: id, verb: verb, Value: g.unknownWriteMode()}
-	if g.opts.WriteMode == "" {
-		e.EnvVar = g.opts.WriteModeEnv
-	}
-	return e
-}
-
 // now reads the Guard's clock. Every time the Guard records (a row's
 // CreatedAt, UpdatedAt, ExpiresAt, AppliedAt, …, and so the history
 // entries of its transitions) and every expiry it checks comes from here,
@@ -165,42 +128,3 @@ func (g *Guard) lookup(action string) (*op, bool) {
 	o, ok := g.ops[action]
 	return o, ok
 }
-
-// scopeOf returns the hashed scope of a call. req is nil for calls from
-// trusted code.
-func (g *Guard) scopeOf(ctx context.Context, req *mcp.CallToolRequest) (ledger.Digest, error) {
-	if g.opts.ScopeFunc == nil {
-		return scopeHash(g.opts.Scope), nil
-	}
-	s, err := g.opts.ScopeFunc(ctx, req)
-	if err != nil {
-		return "", &ChangeError{Kind: ErrRefused, Msg: voice.ScopeUnknown(), Err: err}
-	}
-	return scopeHash(s), nil
-}
-
-// agentActor is how the ledger names the agent as the one who took a step,
-// when no principal is known; agentBy names the agent of a request.
-const agentActor = "agent"
-
-// agentBy names the agent behind req for the ledger: "agent:<principal>"
-// (see Options.Principal), or "agent" when there is none. A Principal
-// function that fails refuses the call (ErrRefused), so that no step is
-// recorded under the wrong name.
-func (g *Guard) agentBy(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
-	if req == nil && g.opts.Principal == nil {
-		return agentActor, nil
-	}
-	p, err := g.principalOf(ctx, req)
-	switch {
-	case err != nil:
-		return "", err
-	case p == "":
-		return agentActor, nil
-	}
-	return agentActor + ":" + strings.ToValidUTF8(cut(p, 200), ""), nil
-}
-
-// Person names a person acting through trusted code (a dashboard, a
-// support tool), as recorded in the ledger: "person:<name>".
-func Person(name string) string { return "person:" + name }

@@ -1,8 +1,10 @@
-package changeset
+package seal
 
 import (
 	"crypto/rand"
 	"testing"
+
+	"github.com/mcp-changeset/changeset-go/internal/token"
 )
 
 // FuzzOpenSealedState feeds arbitrary request states to open: none may
@@ -11,14 +13,14 @@ import (
 // tolerates, such as an inserted newline, may open: it carries nothing
 // new.) The seeds include a genuine state and mutations of it.
 func FuzzOpenSealedState(f *testing.F) {
-	key := make([]byte, ApprovalKeySize)
+	key := make([]byte, KeySize)
 	rand.Read(key)
-	s, err := newSealer(key)
+	s, err := New(key)
 	if err != nil {
 		f.Fatal(err)
 	}
-	want := sealedState{Tool: "apply_change", ID: "chg_00000000000000000001", Purpose: purposeApply, Hash: "h", Scope: "s", Expires: 42}
-	genuine := s.seal(want)
+	want := State{Tool: "apply_change", ID: "chg_00000000000000000001", Purpose: token.PurposeApply, Hash: "h", Scope: "s", Expires: 42}
+	genuine := s.Seal(want)
 	f.Add(genuine, "apply_change", "chg_00000000000000000001")
 	f.Add(genuine[:len(genuine)-1], "apply_change", "chg_00000000000000000001")
 	f.Add(genuine+"A", "apply_change", "chg_00000000000000000001")
@@ -26,7 +28,7 @@ func FuzzOpenSealedState(f *testing.F) {
 	f.Add("", "apply_change", "chg_00000000000000000001")
 	f.Add("v1.AAAA", "apply_change", "")
 	f.Fuzz(func(t *testing.T, state, tool, id string) {
-		st, err := s.open(state, tool, id)
+		st, err := s.Open(state, tool, id)
 		if err != nil {
 			return
 		}
