@@ -158,7 +158,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		ChangeID:          c.ID,
 		Action:            c.Action,
 		Summary:           c.Summary,
-		Diff:              diffViews(c.Diff),
+		Diff:              diffEntries(c.Diff),
 		ConfirmationToken: token,
 		ExpiresAt:         formatTime(c.ExpiresAt),
 		WritesEnabled:     g.WritesEnabled(),
