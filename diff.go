@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/members"
 )
 
 // DiffKind says how a field changed: it keeps a field that did not exist
@@ -74,7 +75,7 @@ func diffCanonical(before, after []byte) []DiffEntry {
 		}
 		return []DiffEntry{e}
 	}
-	return diffMembers(bm, am, func(b, a json.RawMessage) bool { return bytes.Equal(b, a) }) // canonical: equal values, equal bytes
+	return diffMembers(bm, am, members.Same)
 }
 
 // objectMembers splits a canonical JSON object into its members. null
@@ -84,14 +85,7 @@ func objectMembers(v []byte) (map[string]json.RawMessage, bool) {
 	if isNull(v) {
 		return map[string]json.RawMessage{}, true
 	}
-	if len(v) == 0 || v[0] != '{' {
-		return nil, false
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(v, &m); err != nil {
-		return nil, false // not reached: v is canonical JSON
-	}
-	return m, true
+	return members.Of(v)
 }
 
 // isNull reports whether a JSON value is null (or missing).

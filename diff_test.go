@@ -114,6 +114,45 @@ func TestDiffFields_SetsKinds(t *testing.T) {
 	}
 }
 
+// A DiffEntry decoded from JSON, as a Go client reads a result, holds its
+// values as their exact JSON text; null is a value, a missing side nil.
+func TestDiffEntry_UnmarshalJSONKeepsValuesExact(t *testing.T) {
+	var entries []changeset.DiffEntry
+	in := `[{"field":"id","kind":"changed","before":null,"after":1152921504606846977},{"field":"tags","kind":"added","after":["a",{"b":1.5}]},null]`
+	if err := json.Unmarshal([]byte(in), &entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 {
+		t.Fatalf("entries %+v", entries)
+	}
+	id, tags := entries[0], entries[1]
+	if b, ok := id.Before.(json.RawMessage); !ok || string(b) != "null" {
+		t.Errorf("before %#v, want json.RawMessage null", id.Before)
+	}
+	if a, ok := id.After.(json.RawMessage); !ok || string(a) != "1152921504606846977" {
+		t.Errorf("after %#v, want the exact integer", id.After)
+	}
+	if tags.Kind != changeset.DiffAdded || tags.Before != nil {
+		t.Errorf("tags %+v, want added with no before", tags)
+	}
+	if a, ok := tags.After.(json.RawMessage); !ok || string(a) != `["a",{"b":1.5}]` {
+		t.Errorf("tags after %#v", tags.After)
+	}
+	if entries[2].Field != "" || entries[2].Before != nil || entries[2].After != nil {
+		t.Errorf("null decoded as %+v, want the zero entry", entries[2])
+	}
+	kept := changeset.DiffEntry{Field: "kept", Kind: changeset.DiffChanged}
+	if err := json.Unmarshal([]byte("null"), &kept); err != nil || kept.Field != "kept" {
+		t.Errorf("null into an entry: %v, %+v; want it left as it was, as for any struct", err, kept)
+	}
+	if out, _ := json.Marshal(entries[:1]); string(out) != `[{"field":"id","kind":"changed","before":null,"after":1152921504606846977}]` {
+		t.Errorf("re-encoded as %s", out)
+	}
+	if err := json.Unmarshal([]byte(`[{"field":7}]`), &entries); err == nil {
+		t.Error("a field that is not a string decoded without an error")
+	}
+}
+
 // TestOperation_RefusalsAreNilProposalsAndANilProposalIsABug
 // drives an operation through the MCP tools: a
 // refusal returned as (nil, err), a Preview that forgot to return a

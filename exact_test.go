@@ -251,3 +251,56 @@ func (f *exactFixture) status(t *testing.T, id string) ledger.Status {
 	}
 	return c.Status
 }
+
+// TestExact_ResultDiffIsExact checks that a result's diff holds an
+// integer beyond 2^53 exactly: built by the Guard (Preview, Status), as
+// encoding/json writes it, and decoded back into a DiffEntry.
+//
+// The MCP tools do not yet send it exactly: go-sdk v1.8.0 decodes every
+// typed tool's output into an any to validate it against the output
+// schema and sends that re-encoding, in which the integer has become a
+// float64.
+func TestExact_ResultDiffIsExact(t *testing.T) {
+	f := newExactFixture(t)
+	ctx := context.Background()
+	const want = `{"field":"id","kind":"changed","before":null,"after":1152921504606846977}`
+	check := func(where string, diff []changeset.DiffEntry) {
+		t.Helper()
+		if len(diff) != 1 {
+			t.Fatalf("%s: diff %+v, want one entry", where, diff)
+		}
+		if after, ok := diff[0].After.(json.RawMessage); !ok || string(after) != "1152921504606846977" {
+			t.Errorf("%s: after %#v, want the exact json.RawMessage 1152921504606846977", where, diff[0].After)
+		}
+		if got, _ := json.Marshal(diff[0]); string(got) != want {
+			t.Errorf("%s: entry %s, want %s", where, got, want)
+		}
+	}
+	res, err := f.guard.Preview(ctx, "lookup", lookupIn{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Guard.Preview", res.Diff)
+	st, err := f.guard.Status(ctx, res.ChangeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Guard.Status", st.Diff)
+
+	for name, result := range map[string]any{"the preview": res, "the status": st} {
+		text, err := json.Marshal(result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(text), `"diff":[`+want+`]`) {
+			t.Errorf("%s encodes as %s, want the diff [%s]", name, text, want)
+		}
+		var decoded struct {
+			Diff []changeset.DiffEntry `json:"diff"`
+		}
+		if err := json.Unmarshal(text, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		check(name+", decoded", decoded.Diff)
+	}
+}

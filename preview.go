@@ -163,7 +163,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		ChangeID:          c.ID,
 		Action:            c.Action,
 		Summary:           c.Summary,
-		Diff:              diffViews(c.Diff),
+		Diff:              diffEntries(c.Diff),
 		ConfirmationToken: tok,
 		ExpiresAt:         formatTime(c.ExpiresAt),
 		WritesEnabled:     g.WritesEnabled(),

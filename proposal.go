@@ -1,10 +1,11 @@
 package changeset
 
 import (
-	"github.com/mcp-changeset/changeset-go/internal/canonjson"
-	"maps"
+	"encoding/json"
 	"reflect"
-	"slices"
+
+	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/members"
 )
 
 // Proposal is what a Preview returns: the exact payload that Apply will
@@ -72,16 +73,51 @@ type Snapshot struct {
 // the proposal's Resources.
 type States map[string]any
 
-// DiffEntry is one changed field. Field is the bare field name ("theme", not
-// a path), or "" when the whole value is compared (see Diff). Kind says
-// whether the field was added (Before is nil), removed (After is nil) or
-// changed; left empty, it is inferred from which side is nil. Before and
-// After must be plain JSON values.
+// DiffEntry is one changed field: what an operation's Preview writes in
+// [Proposal].Diff, and what a preview's result and a change's status carry
+// back to the agent ([PreviewResult].Diff, [ChangeStatus].Diff) in the
+// JSON form {field, kind, before, after}.
+//
+// Field is the bare field name ("theme", not a path), or "" when the whole
+// value is compared (see [Diff]). Kind says whether the field was added
+// (Before is nil), removed (After is nil) or changed; left empty in a
+// Proposal, it is inferred from which side is nil. Before and After must
+// be plain JSON values. In a result, and in an entry decoded from JSON
+// (see [DiffEntry.UnmarshalJSON]), they hold [encoding/json.RawMessage]:
+// the values' exact JSON text, null for the side an added or removed
+// field lacks. Print them with %s.
 type DiffEntry struct {
 	Field  string   `json:"field"`
 	Kind   DiffKind `json:"kind,omitempty"`
 	Before any      `json:"before"`
 	After  any      `json:"after"`
+}
+
+// UnmarshalJSON decodes an entry as a result carries it, keeping Before
+// and After as json.RawMessage (a side missing from the JSON stays nil):
+// decoded into an any, a number would become a float64 and an integer
+// beyond 2^53 would be rounded.
+func (e *DiffEntry) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil // as encoding/json treats null for any other struct
+	}
+	var raw struct {
+		Field  string          `json:"field"`
+		Kind   DiffKind        `json:"kind"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*e = DiffEntry{Field: raw.Field, Kind: raw.Kind}
+	if raw.Before != nil {
+		e.Before = raw.Before
+	}
+	if raw.After != nil {
+		e.After = raw.After
+	}
+	return nil
 }
 
 // DiffFields compares two flat maps and returns an entry for every key whose
@@ -95,22 +131,17 @@ func DiffFields(before, after map[string]any) []DiffEntry {
 // diffMembers compares the members of two objects, sorted by name, with
 // same deciding whether two values are equal.
 func diffMembers[V any](before, after map[string]V, same func(a, b V) bool) []DiffEntry {
-	keys := slices.Collect(maps.Keys(before))
-	keys = append(keys, slices.Collect(maps.Keys(after))...)
-	slices.Sort(keys)
 	diff := []DiffEntry{}
-	for _, k := range slices.Compact(keys) {
-		b, inBefore := before[k]
-		a, inAfter := after[k]
-		switch {
-		case !inBefore:
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffAdded, After: a})
-		case !inAfter:
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffRemoved, Before: b})
-		case !same(b, a):
-			diff = append(diff, DiffEntry{Field: k, Kind: DiffChanged, Before: b, After: a})
+	members.Diff(before, after, same, func(name, kind string, b, a V) {
+		e := DiffEntry{Field: name, Kind: DiffKind(kind)}
+		if kind != members.Added {
+			e.Before = b
 		}
-	}
+		if kind != members.Removed {
+			e.After = a
+		}
+		diff = append(diff, e)
+	})
 	return diff
 }
 

@@ -4,16 +4,17 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/diffview"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // PreviewResult is what a preview returns to the agent.
 type PreviewResult struct {
-	Status   string     `json:"status" jsonschema:"preview"`
-	ChangeID string     `json:"change_id" jsonschema:"the change"`
-	Action   string     `json:"action" jsonschema:"the operation"`
-	Summary  string     `json:"summary" jsonschema:"what it does"`
-	Diff     []DiffView `json:"diff" jsonschema:"what would change"`
+	Status   string      `json:"status" jsonschema:"preview"`
+	ChangeID string      `json:"change_id" jsonschema:"the change"`
+	Action   string      `json:"action" jsonschema:"the operation"`
+	Summary  string      `json:"summary" jsonschema:"what it does"`
+	Diff     []DiffEntry `json:"diff" jsonschema:"what would change"`
 	// ConfirmationToken unlocks apply_change once. It is left out when the
 	// user approves changes through the client instead.
 	ConfirmationToken string   `json:"confirmation_token,omitempty" jsonschema:"applies it once"`
@@ -22,16 +23,6 @@ type PreviewResult struct {
 	NextStep          string   `json:"next_step" jsonschema:"what to do next"`
 	RunID             string   `json:"run_id,omitempty" jsonschema:"its run"`
 	Warnings          []string `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
-}
-
-// DiffView is a diff entry as stored: Before and After are canonical JSON
-// (null for an added or removed field), Kind is "added", "removed" or
-// "changed".
-type DiffView struct {
-	Field  string          `json:"field" jsonschema:"the field"`
-	Kind   string          `json:"kind" jsonschema:"added, removed or changed"`
-	Before json.RawMessage `json:"before" jsonschema:"the value before; null if added"`
-	After  json.RawMessage `json:"after" jsonschema:"the value after; null if removed"`
 }
 
 // ApplyResult is what a successful apply returns.
@@ -54,22 +45,22 @@ type UndoResult struct {
 // ChangeStatus is a change as the agent may see it: no tokens, no digests,
 // and of a failure only its Go type name.
 type ChangeStatus struct {
-	ChangeID      string     `json:"change_id" jsonschema:"the change"`
-	Action        string     `json:"action" jsonschema:"the operation"`
-	Status        string     `json:"status" jsonschema:"pending, applied, undone, expired, apply_failed..."`
-	Summary       string     `json:"summary" jsonschema:"what it does"`
-	Diff          []DiffView `json:"diff" jsonschema:"what changes"`
-	RunID         string     `json:"run_id,omitempty" jsonschema:"its run"`
-	Resource      string     `json:"resource,omitempty" jsonschema:"what it changes"`
-	Warnings      []string   `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
-	Undoable      bool       `json:"undoable" jsonschema:"an undo can be claimed now"`
-	CreatedAt     string     `json:"created_at" jsonschema:"when previewed"`
-	UpdatedAt     string     `json:"updated_at" jsonschema:"last update"`
-	ExpiresAt     string     `json:"expires_at" jsonschema:"when the preview expires"`
-	AppliedAt     string     `json:"applied_at,omitempty" jsonschema:"when applied"`
-	UndoExpiresAt string     `json:"undo_expires_at,omitempty" jsonschema:"when the undo window closes"`
-	UndoneAt      string     `json:"undone_at,omitempty" jsonschema:"when undone"`
-	Error         string     `json:"error,omitempty" jsonschema:"why it failed, in words, or the operation's error type"`
+	ChangeID      string      `json:"change_id" jsonschema:"the change"`
+	Action        string      `json:"action" jsonschema:"the operation"`
+	Status        string      `json:"status" jsonschema:"pending, applied, undone, expired, apply_failed..."`
+	Summary       string      `json:"summary" jsonschema:"what it does"`
+	Diff          []DiffEntry `json:"diff" jsonschema:"what changes"`
+	RunID         string      `json:"run_id,omitempty" jsonschema:"its run"`
+	Resource      string      `json:"resource,omitempty" jsonschema:"what it changes"`
+	Warnings      []string    `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
+	Undoable      bool        `json:"undoable" jsonschema:"an undo can be claimed now"`
+	CreatedAt     string      `json:"created_at" jsonschema:"when previewed"`
+	UpdatedAt     string      `json:"updated_at" jsonschema:"last update"`
+	ExpiresAt     string      `json:"expires_at" jsonschema:"when the preview expires"`
+	AppliedAt     string      `json:"applied_at,omitempty" jsonschema:"when applied"`
+	UndoExpiresAt string      `json:"undo_expires_at,omitempty" jsonschema:"when the undo window closes"`
+	UndoneAt      string      `json:"undone_at,omitempty" jsonschema:"when undone"`
+	Error         string      `json:"error,omitempty" jsonschema:"why it failed, in words, or the operation's error type"`
 	// Failure says why an apply_failed or undo_failed change failed:
 	// state_changed, error, result_too_large or interrupted.
 	// PreviewedBy, AppliedBy and UndoneBy name who took each step:
@@ -98,7 +89,7 @@ func (g *Guard) statusOf(c *ledger.Change) *ChangeStatus {
 		Action:         c.Action,
 		Status:         string(c.Status),
 		Summary:        c.Summary,
-		Diff:           diffViews(c.Diff),
+		Diff:           diffEntries(c.Diff),
 		RunID:          c.RunID,
 		Resource:       c.Resource,
 		Warnings:       c.Warnings,
@@ -132,30 +123,23 @@ func (g *Guard) undoableNow(c *ledger.Change) bool {
 	return ok && o.hasUndo()
 }
 
-// diffViews decodes a stored canonical diff. The ledger only ever holds
+// diffEntries decodes a stored canonical diff for a result: every entry
+// with its kind, and Before and After as the stored JSON text (null for
+// the side an added or removed field lacks). The ledger only ever holds
 // diffs the Guard encoded, so a decoding failure yields an empty diff.
-func diffViews(stored json.RawMessage) []DiffView {
-	out := []DiffView{}
-	_ = json.Unmarshal(stored, &out)
-	for i := range out {
-		if out[i].Kind == "" { // stored before kinds existed
-			switch {
-			case isNull(out[i].Before) && !isNull(out[i].After):
-				out[i].Kind = string(DiffAdded)
-			case isNull(out[i].After) && !isNull(out[i].Before):
-				out[i].Kind = string(DiffRemoved)
-			default:
-				out[i].Kind = string(DiffChanged)
-			}
-		}
-		if out[i].Before == nil {
-			out[i].Before = json.RawMessage("null")
-		}
-		if out[i].After == nil {
-			out[i].After = json.RawMessage("null")
-		}
+func diffEntries(stored json.RawMessage) []DiffEntry {
+	lines, _ := diffview.Decode(stored)
+	out := make([]DiffEntry, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, DiffEntry{Field: l.Field, Kind: DiffKind(l.Kind), Before: l.Before, After: l.After})
 	}
 	return out
+}
+
+// rawLen is the length of a result's diff value: its JSON text.
+func rawLen(v any) int {
+	raw, _ := v.(json.RawMessage)
+	return len(raw)
 }
 
 // formatTime renders t in RFC 3339 UTC, or "" for the zero time.

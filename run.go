@@ -206,7 +206,7 @@ func (g *Guard) getRun(ctx context.Context, runID string) (*ledger.Run, error) {
 func approxSize(st *ChangeStatus) int {
 	n := 512 + len(st.Summary) + len(st.Resource)
 	for _, d := range st.Diff {
-		n += len(d.Field) + len(d.Before) + len(d.After) + 32
+		n += len(d.Field) + rawLen(d.Before) + rawLen(d.After) + 32
 	}
 	for _, w := range st.Warnings {
 		n += len(w) + 4

@@ -176,12 +176,13 @@ func moreLine(n int, noun string) string {
 	return fmt.Sprintf("• …and %d more %s, not shown here\n", n, noun)
 }
 
-// diffItems renders one diff entry as lines "field: from → to" by the
-// rules of package diffview (a nested object shows the nested fields that
-// differ; a side that does not exist reads "(none)", null reads null).
-// undo swaps the sides: it shows what the undo will do.
-func diffItems(d DiffView, undo bool) []string {
-	from, to, kind := d.Before, d.After, d.Kind
+// diffItems renders one stored diff entry (see diffview.Decode) as lines
+// "field: from → to" by the rules of package diffview (a nested object
+// shows the nested fields that differ; a side that does not exist reads
+// "(none)", null reads null). undo swaps the sides: it shows what the undo
+// will do.
+func diffItems(e diffview.Line, undo bool) []string {
+	from, to, kind := e.Before, e.After, e.Kind
 	if undo {
 		from, to = to, from
 		switch kind {
@@ -192,7 +193,7 @@ func diffItems(d DiffView, undo bool) []string {
 		}
 	}
 	var items []string
-	for _, l := range diffview.Lines(d.Field, kind, from, to) {
+	for _, l := range diffview.Lines(e.Field, kind, from, to) {
 		field := l.Field
 		if field == "" {
 			field = "(the whole value)"
@@ -205,7 +206,7 @@ func diffItems(d DiffView, undo bool) []string {
 // changeMessage is the question for applying (purpose "apply") or undoing
 // ("undo") a change, rendered from its ledger row alone.
 func changeMessage(purpose string, c *ledger.Change) string {
-	diff := diffViews(c.Diff)
+	diff, _ := diffview.Decode(c.Diff)
 	items := make([]string, 0, len(diff))
 	for _, d := range diff {
 		items = append(items, diffItems(d, purpose == token.PurposeUndo)...)

@@ -85,3 +85,34 @@ func TestOutputSchema_EveryFieldDescribed(t *testing.T) {
 		t.Errorf("a report whose dry_run is text validates: %s", bad)
 	}
 }
+
+// A diff entry's schema is never the bare true the TypeScript SDK
+// rejects, though Before and After are Go `any`: schemaOptions infers
+// them as every JSON type. (In a result the glossary reduces "diff" to
+// its type; this is the schema any other place would carry.)
+func TestOutputSchema_DiffEntryIsNoBareTrue(t *testing.T) {
+	s, err := jsonschema.For[DiffEntry](schemaOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(s)
+	if strings.Contains(string(b), ":true") || s.Properties["before"] == nil || len(s.Properties["before"].Types) != len(anyJSONTypes) {
+		t.Fatalf("DiffEntry schema %s", b)
+	}
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range []string{
+		`{"field":"a","kind":"changed","before":{"x":[1,"y"]},"after":null}`,
+		`{"field":"","kind":"added","before":null,"after":1152921504606846977}`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(entry), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := resolved.Validate(v); err != nil {
+			t.Errorf("%s does not validate: %v", entry, err)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func testSetSetting(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println(p.Diff[0].Field, string(p.Diff[0].Before), "→", string(p.Diff[0].After))
+	fmt.Printf("%s %s → %s\n", p.Diff[0].Field, p.Diff[0].Before, p.Diff[0].After) // the values' JSON text
 	if _, err := g.Apply(p); err != nil {
 		t.Fatal(err)
 	}

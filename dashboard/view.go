@@ -286,30 +286,13 @@ func summaries(changes []*ledger.Change) map[string]string {
 // nested object expanded into the nested fields that differ, "(none)" for
 // a side that does not exist, null as null.
 func diffRows(stored json.RawMessage) []diffRow {
-	var entries []struct {
-		Field, Kind   string
-		Before, After json.RawMessage
-	}
-	if json.Unmarshal(stored, &entries) != nil {
+	entries, ok := diffview.Decode(stored)
+	if !ok {
 		return nil
 	}
 	rows := make([]diffRow, 0, len(entries))
 	for _, e := range entries {
-		kind := e.Kind
-		if kind == "" { // stored before kinds existed
-			switch {
-			case isNull(e.Before) && !isNull(e.After):
-				kind = "added"
-			case isNull(e.After) && !isNull(e.Before):
-				kind = "removed"
-			default:
-				kind = "changed"
-			}
-		}
-		if kind == "changed" { // both sides exist, null included
-			e.Before, e.After = orNull(e.Before), orNull(e.After)
-		}
-		for _, l := range diffview.Lines(e.Field, kind, e.Before, e.After) {
+		for _, l := range diffview.Lines(e.Field, e.Kind, e.Before, e.After) {
 			field := l.Field
 			if field == "" {
 				field = "(the whole value)"
@@ -318,15 +301,6 @@ func diffRows(stored json.RawMessage) []diffRow {
 		}
 	}
 	return rows
-}
-
-func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
-
-func orNull(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return json.RawMessage("null")
-	}
-	return v
 }
 
 // sideOf renders one side of a diff or drift row as diffview.Value does:

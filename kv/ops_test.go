@@ -146,8 +146,8 @@ func TestCreateUpdateDeleteAndTheirUndos(t *testing.T) {
 	if p.Summary != "Create flag beta" {
 		t.Errorf("summary %q", p.Summary)
 	}
-	if len(p.Diff) != 2 || p.Diff[0].Field != "enabled" || p.Diff[0].Kind != "added" || string(p.Diff[0].After) != "true" ||
-		p.Diff[1].Field != "rollout" || string(p.Diff[1].After) != "10" {
+	if len(p.Diff) != 2 || p.Diff[0].Field != "enabled" || p.Diff[0].Kind != "added" || jsonOf(p.Diff[0].After) != "true" ||
+		p.Diff[1].Field != "rollout" || jsonOf(p.Diff[1].After) != "10" {
 		t.Errorf("create diff %+v", p.Diff)
 	}
 	created := e.apply(p)
@@ -164,7 +164,7 @@ func TestCreateUpdateDeleteAndTheirUndos(t *testing.T) {
 
 	p = e.preview("update_flag", updateIn{Name: "beta", Rollout: ptr(50)})
 	if p.Summary != "Update flag beta" || len(p.Diff) != 1 || p.Diff[0].Field != "rollout" || p.Diff[0].Kind != "changed" ||
-		string(p.Diff[0].Before) != "10" || string(p.Diff[0].After) != "50" {
+		jsonOf(p.Diff[0].Before) != "10" || jsonOf(p.Diff[0].After) != "50" {
 		t.Errorf("update preview %q %+v", p.Summary, p.Diff)
 	}
 	updated := e.apply(p)
@@ -179,7 +179,7 @@ func TestCreateUpdateDeleteAndTheirUndos(t *testing.T) {
 	}
 
 	p = e.preview("delete_flag", nameIn{Name: "beta"})
-	if p.Summary != "Delete flag beta" || len(p.Diff) != 2 || p.Diff[0].Kind != "removed" || string(p.Diff[0].Before) != "true" {
+	if p.Summary != "Delete flag beta" || len(p.Diff) != 2 || p.Diff[0].Kind != "removed" || jsonOf(p.Diff[0].Before) != "true" {
 		t.Errorf("delete preview %q %+v", p.Summary, p.Diff)
 	}
 	deleted := e.apply(p)
@@ -333,4 +333,10 @@ func TestSummary_QuotesOddKeys(t *testing.T) {
 	if p := e.preview("create_flag", createIn{Name: "gamma-2", Rollout: 1}); p.Summary != "Create flag gamma-2" {
 		t.Errorf("summary of a plain key = %q", p.Summary)
 	}
+}
+
+// jsonOf is the JSON text of a result's diff value (a json.RawMessage).
+func jsonOf(v any) string {
+	raw, _ := v.(json.RawMessage)
+	return string(raw)
 }

@@ -52,3 +52,28 @@ func TestLines_StopsExpandingAtMaxDepth(t *testing.T) {
 		t.Errorf("the deepest line shows %s, want the rest as a whole value", lines[0].Before)
 	}
 }
+
+// Decode reads the stored diff the Guard keeps: kinds as stored, or
+// inferred for an entry stored before kinds existed, and a missing side
+// read as null.
+func TestDecode(t *testing.T) {
+	stored := `[{"field":"a","kind":"changed","before":null,"after":1},` +
+		`{"field":"b","before":null,"after":"x"},{"field":"c","before":[1],"after":null},{"field":"d"},` +
+		`{"field":"e","kind":"added","after":{"k":12345678901234567890}}]`
+	got, ok := Decode(json.RawMessage(stored))
+	if !ok {
+		t.Fatal("Decode refused a stored diff")
+	}
+	want := "a changed null → 1\nb added null → \"x\"\nc removed [1] → null\nd changed null → null\ne added null → {\"k\":12345678901234567890}\n"
+	if s := show(got); s != want {
+		t.Errorf("Decode:\n%s\nwant:\n%s", s, want)
+	}
+	for _, bad := range []string{``, `{}`, `[1]`, `[{"field":2}]`} {
+		if got, ok := Decode(json.RawMessage(bad)); ok || got != nil {
+			t.Errorf("Decode(%q) = %+v, %v; want it refused", bad, got, ok)
+		}
+	}
+	if got, ok := Decode(json.RawMessage(`[]`)); !ok || len(got) != 0 {
+		t.Errorf("Decode([]) = %+v, %v", got, ok)
+	}
+}

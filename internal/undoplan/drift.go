@@ -3,9 +3,8 @@ package undoplan
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
-	"slices"
 
+	"github.com/mcp-changeset/changeset-go/internal/members"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 )
 
@@ -21,30 +20,28 @@ type Drift struct {
 	Found    json.RawMessage `json:"found"`
 }
 
-// DriftOf compares two canonical states of one resource.
+// DriftOf compares two canonical states of one resource: member by
+// member when both are JSON objects, where a member missing on one side
+// reads null there (so a missing member and a null one are no drift);
+// otherwise as one whole state, with Field empty.
 func DriftOf(expected, found json.RawMessage) []Drift {
 	if bytes.Equal(expected, found) {
 		return []Drift{}
 	}
-	var e, f map[string]json.RawMessage
-	if json.Unmarshal(expected, &e) == nil && json.Unmarshal(found, &f) == nil && e != nil && f != nil {
-		keys := slices.Sorted(maps.Keys(e))
-		for k := range f {
-			if _, ok := e[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		out := []Drift{}
-		for _, k := range keys {
-			ev, fv := orNull(e[k]), orNull(f[k])
-			if !bytes.Equal(ev, fv) {
-				out = append(out, Drift{Field: k, Expected: ev, Found: fv})
-			}
-		}
-		return out
+	e, eObj := members.Of(expected)
+	f, fObj := members.Of(found)
+	if !eObj || !fObj {
+		return []Drift{{Field: "", Expected: orNull(expected), Found: orNull(found)}}
 	}
-	return []Drift{{Field: "", Expected: orNull(expected), Found: orNull(found)}}
+	out := []Drift{}
+	members.Diff(e, f, members.Same, func(name, _ string, ev, fv json.RawMessage) {
+		ev, fv = orNull(ev), orNull(fv)
+		if members.Same(ev, fv) {
+			return // missing on one side and null on the other: the same state
+		}
+		out = append(out, Drift{Field: name, Expected: ev, Found: fv})
+	})
+	return out
 }
 
 // driftOfStep compares, resource by resource, the states a step's change
