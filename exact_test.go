@@ -254,12 +254,10 @@ func (f *exactFixture) status(t *testing.T, id string) ledger.Status {
 
 // TestExact_ResultDiffIsExact checks that a result's diff holds an
 // integer beyond 2^53 exactly: built by the Guard (Preview, Status), as
-// encoding/json writes it, and decoded back into a DiffEntry.
-//
-// The MCP tools do not yet send it exactly: go-sdk v1.8.0 decodes every
-// typed tool's output into an any to validate it against the output
-// schema and sends that re-encoding, in which the integer has become a
-// float64.
+// encoding/json writes it, decoded back into a DiffEntry, and as the MCP
+// tools send it (go-sdk v1.8.0 alone would send its re-encoding of the
+// value it decoded into an any to check the output schema, in which the
+// integer has become a float64).
 func TestExact_ResultDiffIsExact(t *testing.T) {
 	f := newExactFixture(t)
 	ctx := context.Background()
@@ -302,5 +300,24 @@ func TestExact_ResultDiffIsExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(name+", decoded", decoded.Diff)
+	}
+
+	// Over MCP: the text the client receives (a client decoding it into
+	// float64s is the client's choice).
+	wire := func(tool string, args map[string]any) string {
+		t.Helper()
+		r, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || r.IsError || len(r.Content) != 1 {
+			t.Fatalf("%s: %v %+v", tool, err, r)
+		}
+		return r.Content[0].(*mcp.TextContent).Text
+	}
+	for tool, args := range map[string]map[string]any{
+		"preview_lookup":    {"name": "a"},
+		"get_change_status": {"change_id": res.ChangeID},
+	} {
+		if text := wire(tool, args); !strings.Contains(text, want) {
+			t.Errorf("%s sent %s, want the diff entry %s", tool, text, want)
+		}
 	}
 }

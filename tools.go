@@ -256,7 +256,8 @@ func (g *Guard) Instructions() string {
 // initialize result, and refuses calls of the Guard's tools whose arguments
 // are not strictly valid JSON text: the SDK would otherwise replace invalid
 // UTF-8 and lone surrogates with U+FFFD before a handler sees them, and a
-// payload must never be altered silently.
+// payload must never be altered silently. It sends the results of the
+// Guard's tools exactly (see exactOutput).
 func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil && g.ownsTool(ctr.Params.Name) && len(ctr.Params.Arguments) > 0 {
@@ -266,7 +267,15 @@ func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return res, nil
 			}
 		}
+		var keep *exactOutput
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil && g.ownsTool(ctr.Params.Name) {
+			keep = &exactOutput{}
+			ctx = context.WithValue(ctx, exactOutputKey{}, keep)
+		}
 		res, err := next(ctx, method, req)
+		if err == nil && keep != nil {
+			sendExact(res, keep)
+		}
 		if err == nil {
 			switch r := res.(type) {
 			case *mcp.InitializeResult: // protocol 2025-11-25 and older
@@ -280,11 +289,49 @@ func (g *Guard) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // addTool registers a tool on the server and remembers it as the Guard's.
+// The handler's result is also kept, encoded exactly, for the middleware
+// to send (see exactOutput).
 func addTool[In, Out any](g *Guard, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	g.mu.Lock()
 	g.tools[t.Name] = true
 	g.mu.Unlock()
-	mcp.AddTool(g.server, t, h)
+	mcp.AddTool(g.server, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		res, out, err := h(ctx, req, in)
+		if keep, ok := ctx.Value(exactOutputKey{}).(*exactOutput); ok && err == nil && (res == nil || !res.IsError) {
+			keep.text, _ = json.Marshal(out) // a failure leaves the SDK's encoding
+		}
+		return res, out, err
+	})
+}
+
+// exactOutput carries a tool's result, as encoding/json wrote it, from the
+// handler to the middleware. The go-sdk (v1.8.0) checks a typed tool's
+// result against its output schema by decoding it into an any and sends
+// that value encoded again, so an integer beyond 2^53 in a diff or an
+// apply's result would reach the client rounded; the middleware puts the
+// exact text back once the SDK has checked it.
+type exactOutput struct{ text []byte }
+
+type exactOutputKey struct{}
+
+// sendExact replaces the structured content of res, the result of one of
+// the Guard's tools, with the exact text kept, and the text block the SDK
+// derived from it.
+func sendExact(res mcp.Result, keep *exactOutput) {
+	r, ok := res.(*mcp.CallToolResult)
+	if !ok || r.IsError || keep.text == nil {
+		return
+	}
+	sent, ok := r.StructuredContent.(json.RawMessage)
+	if !ok {
+		return
+	}
+	if len(r.Content) == 1 {
+		if tc, ok := r.Content[0].(*mcp.TextContent); ok && tc.Text == string(sent) {
+			tc.Text = string(keep.text)
+		}
+	}
+	r.StructuredContent = json.RawMessage(keep.text)
 }
 
 // ownsTool reports whether the Guard registered the tool named name.
