@@ -129,6 +129,7 @@ func registerBenchOps(b *testing.B, g *changeset.Guard) {
 		return v, err
 	}
 	changeset.Register(g, &mcp.Tool{Name: benchTx}, changeset.Operation[benchIn, benchIn, benchOut]{
+		AllowEmptyDiff: true, // the benchmark measures the path, not the diff
 		Preview: func(ctx context.Context, in benchIn) (*changeset.Proposal[benchIn], error) {
 			return &changeset.Proposal[benchIn]{Payload: in, Summary: "set " + in.Key, Resource: "row:" + in.Key}, nil
 		},
