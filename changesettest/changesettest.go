@@ -9,7 +9,8 @@
 // [Guard.Undo] and [Guard.Call], or let [CheckOperation] drive preview →
 // apply → undo for a list of inputs and fail the test when the undo does
 // not restore what Observe saw, when an apply goes through after the state
-// changed, or when a preview writes. Under changeset.UserApproval, set the
+// changed, or when a preview writes. [CheckRun] does the same for a task of
+// several calls undone as one run. Under changeset.UserApproval, set the
 // Guard's ElicitationHandler ([Approve], [Decline] or your own) to answer
 // for the user:
 //

@@ -369,3 +369,63 @@ func TestGuard_ElicitationHandlerAnswersForTheUser(t *testing.T) {
 		t.Errorf("the user was asked %q", asked)
 	}
 }
+
+func TestCheckRun_PassesACorrectOperation(t *testing.T) {
+	s := &kv{m: map[string]string{"theme": "light", "language": "en"}}
+	g := changesettest.NewGuard(t, changeset.Options{})
+	changeset.Register(g.Guard, &mcp.Tool{Name: "set_setting"}, setOp(s, none))
+	r := &recorder{TB: t}
+	changesettest.CheckRun(r, g,
+		changesettest.Call{Op: "set_setting", Args: setIn{"theme", "dark"}},
+		changesettest.Call{Op: "set_setting", Args: setIn{"language", "fr"}},
+		changesettest.Call{Op: "set_setting", Args: setIn{"theme", "blue"}},
+	)
+	if len(r.errors) > 0 {
+		t.Fatalf("CheckRun failed a correct operation:\n%s", strings.Join(r.errors, "\n"))
+	}
+	if s.get("theme") != "light" || s.get("language") != "en" {
+		t.Errorf("after CheckRun: %v", s.m)
+	}
+}
+
+func TestCheckRun_FailsABrokenInverse(t *testing.T) {
+	s := &kv{m: map[string]string{"theme": "light"}}
+	g := changesettest.NewGuard(t, changeset.Options{})
+	changeset.Register(g.Guard, &mcp.Tool{Name: "set_setting"}, setOp(s, brokenUndo))
+	r := &recorder{TB: t}
+	changesettest.CheckRun(r, g,
+		changesettest.Call{Op: "set_setting", Args: setIn{"theme", "dark"}},
+		changesettest.Call{Op: "set_setting", Args: setIn{"theme", "blue"}},
+	)
+	wantFailure(t, r.errors, "CheckRun: ")
+	if !strings.Contains(strings.Join(r.errors, "\n"), "did not") {
+		t.Errorf("the report does not say what the undo did not do: %q", r.errors)
+	}
+}
+
+func TestCheckRun_FailsAnInvalidCall(t *testing.T) {
+	s := &kv{m: map[string]string{"theme": "light"}}
+	g := changesettest.NewGuard(t, changeset.Options{})
+	changeset.Register(g.Guard, &mcp.Tool{Name: "set_setting"}, setOp(s, none))
+	r := &recorder{TB: t}
+	changesettest.CheckRun(r, g, changesettest.Call{Op: "set_setting", Args: "not an object"})
+	wantFailure(t, r.errors, "must encode to a JSON object")
+}
+
+func TestCheckRun_FailsAnUndoThatDoesNotRestore(t *testing.T) {
+	s := &kv{m: map[string]string{"theme": "light"}}
+	g := changesettest.NewGuard(t, changeset.Options{})
+	op := setOp(s, brokenUndo)
+	preview := op.Preview
+	op.Preview = func(ctx context.Context, in setIn) (*changeset.Proposal[setIn], error) {
+		p, err := preview(ctx, in)
+		if p != nil {
+			p.Resource = "setting:" + in.Key
+		}
+		return p, err
+	}
+	changeset.Register(g.Guard, &mcp.Tool{Name: "set_setting"}, op)
+	r := &recorder{TB: t}
+	changesettest.CheckRun(r, g, changesettest.Call{Op: "set_setting", Args: setIn{"theme", "dark"}})
+	wantFailure(t, r.errors, `the run's undo did not restore setting:theme: before the run Observe returned "light", after the undo "light!"`)
+}

@@ -39,6 +39,16 @@ func TestCheckOperation_Notes(t *testing.T) {
 		deleteInput{Name: "ideas.md"},
 	)
 
+	// A task that writes, rewrites and deletes the same notes, undone as
+	// one run.
+	changesettest.CheckRun(t, g,
+		changesettest.Call{Op: "write_note", Args: writeInput{Name: "todo.txt", Content: "milk\n"}},
+		changesettest.Call{Op: "write_note", Args: writeInput{Name: "draft.txt", Content: "first"}},
+		changesettest.Call{Op: "write_note", Args: writeInput{Name: "draft.txt", Content: "second"}},
+		changesettest.Call{Op: "delete_note", Args: deleteInput{Name: "draft.txt"}},
+		changesettest.Call{Op: "delete_note", Args: deleteInput{Name: "ideas.md"}},
+	)
+
 	var out listOutput
 	if err := g.Call("list_notes", nil, &out); err != nil {
 		t.Fatal(err)
