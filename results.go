@@ -129,7 +129,7 @@ func (g *Guard) undoableNow(c *ledger.Change) bool {
 		return false
 	}
 	o, ok := g.lookup(c.Action)
-	return ok && o.hasUndo()
+	return ok && o.HasUndo()
 }
 
 // diffViews decodes a stored canonical diff. The ledger only ever holds

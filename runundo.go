@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/runundo"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
@@ -45,7 +46,7 @@ func (g *Guard) UndoRun(ctx context.Context, runID string, dryRun bool, by strin
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(ctx, r, dryRun, "", byTrusted, by, nil)
+	return g.undoRun(ctx, r, dryRun, "", pipeline.ByTrusted, by, nil)
 }
 
 // UndoRunReviewed undoes a run as a person reviewed it: reviewed lists the
@@ -66,7 +67,7 @@ func (g *Guard) UndoRunReviewed(ctx context.Context, runID string, reviewed []st
 	for _, id := range reviewed {
 		set[id] = true
 	}
-	return g.undoRun(ctx, r, false, "", byTrusted, by, set)
+	return g.undoRun(ctx, r, false, "", pipeline.ByTrusted, by, set)
 }
 
 // undoRunTool is undo_run for the agent.
@@ -79,16 +80,16 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, byToken, by, nil)
+	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, pipeline.ByToken, by, nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,
 // refuses unless the plan is the one the token was issued for, claims the
 // run and carries out that same plan; reviewed, when not nil, narrows
 // what it carries out to the changes a person confirmed. auth is what
-// lets the real undo through: the dry run's token (byToken), or a person
-// acting through trusted code (byTrusted).
-func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
+// lets the real undo through: the dry run's token (pipeline.ByToken), or a person
+// acting through trusted code (pipeline.ByTrusted).
+func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token string, auth pipeline.Authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	ctx, end := g.start(ctx, Event{Step: StepUndoRun, RunID: r.ID, DryRun: dryRun})
 	rep, err := g.undoRunStep(ctx, r, dryRun, token, auth, by, reviewed)
 	if end != nil {
@@ -101,7 +102,7 @@ func (g *Guard) undoRun(ctx context.Context, r *ledger.Run, dryRun bool, token s
 	return rep, err
 }
 
-func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok string, auth authority, by string, reviewed map[string]bool) (*RunReport, error) {
+func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok string, auth pipeline.Authority, by string, reviewed map[string]bool) (*RunReport, error) {
 	switch r.Status {
 	case ledger.RunUndone, ledger.RunPartiallyUndone:
 		return g.replayReport(r)
@@ -118,12 +119,12 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if dryRun {
 		return g.dryRunReport(ctx, r, plan, auth)
 	}
-	if len(plan.Actions()) == 0 && auth == byToken && tok == "" {
+	if len(plan.Actions()) == 0 && auth == pipeline.ByToken && tok == "" {
 		// Nothing to approve, so no token was issued. A caller holding the
 		// token of an earlier plan is told below that the plan changed.
 		return g.nothingToUndo(plan, r.ID, false), nil
 	}
-	if auth == byToken && !token.Valid(tok, token.ConfirmPrefix) {
+	if auth == pipeline.ByToken && !token.Valid(tok, token.ConfirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
 	stored, err := g.claimRun(ctx, r, plan, tok, auth, by)
@@ -145,7 +146,7 @@ func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, err
 	if err != nil {
 		return nil, err
 	}
-	return g.runs().Plan(ctx, r.ID, applied)
+	return g.pipe.Runs().Plan(ctx, r.ID, applied)
 }
 
 // runChanges returns the run's changes the undo must consider, newest
@@ -183,7 +184,7 @@ func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change
 // open so that a retry can plan again.
 func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*RunReport, error) {
 	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
-	done, err := g.runs().Execute(ctx, r.ID, plan, allowed, by)
+	done, err := g.pipe.Runs().Execute(ctx, r.ID, plan, allowed, by)
 	if err != nil {
 		g.releaseRun(ctx, r.ID, err)
 		return nil, err
@@ -225,7 +226,7 @@ func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pl
 // retry can plan it again; cause is why it could not finish. If even that
 // fails the run stays undoing, and `mcp-changeset check` reports it.
 func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
-	err := g.retryBusy(ctx, func(tx *ledger.Tx) error {
+	err := g.pipe.RetryBusy(ctx, func(tx *ledger.Tx) error {
 		cur, err := tx.Run(id)
 		if err != nil || cur.Status != ledger.RunUndoing {
 			return err
@@ -246,14 +247,14 @@ func (g *Guard) runBusy(id string) error {
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
-// A dry run for trusted code (byTrusted) stores no token.
-func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, auth authority) (*RunReport, error) {
+// A dry run for trusted code (pipeline.ByTrusted) stores no token.
+func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, auth pipeline.Authority) (*RunReport, error) {
 	if len(plan.Actions()) == 0 {
 		return g.nothingToUndo(plan, r.ID, true), nil // no token: there is nothing to approve
 	}
 	rep := reportOf(g.voice, plan, r.ID, true)
 	rep.Status = string(ledger.RunOpen)
-	if auth == byTrusted {
+	if auth == pipeline.ByTrusted {
 		return rep, nil
 	}
 	tok := token.New(token.ConfirmPrefix)
@@ -281,13 +282,13 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 
 // claimRun moves the run from open to undoing: one claim per run, whatever
 // the number of processes. The agent's claim needs the dry run's token and
-// the same plan the token was issued for (byToken); the user's approval
-// (byUser) was checked against the plan by approveUndoRun, and a person
-// acting through trusted code (byTrusted) needs neither. When another
+// the same plan the token was issued for (pipeline.ByToken); the user's approval
+// (pipeline.ByUser) was checked against the plan by approveUndoRun, and a person
+// acting through trusted code (pipeline.ByTrusted) needs neither. When another
 // request finished undoing the run meanwhile, claimRun returns that undo's
 // stored report, replayed.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth authority, by string) (*RunReport, error) {
-	byTok := auth == byToken
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth pipeline.Authority, by string) (*RunReport, error) {
+	byTok := auth == pipeline.ByToken
 	var refusal error
 	var stored *ledger.Run
 	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
