@@ -75,7 +75,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if tok != "" && !(token.Valid(tok, token.ConfirmPrefix) && token.Matches(r.ConfirmHash, token.PurposeRunUndo, r.ID, r.PlanHash, tok)) {
 		return nil, nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenNotNeeded(r.ID))
 	}
-	plan, err := g.planRun(ctx, r)
+	plan, err := g.pipe.PlanRun(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}

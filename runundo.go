@@ -2,12 +2,9 @@ package changeset
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
 	"github.com/mcp-changeset/changeset-go/internal/pipeline"
-	"github.com/mcp-changeset/changeset-go/internal/runundo"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -112,7 +109,7 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if !dryRun && !g.WritesEnabled() {
 		return nil, &WritesDisabledError{EnvVar: g.opts.WriteModeEnv}
 	}
-	plan, err := g.planRun(ctx, r)
+	plan, err := g.pipe.PlanRun(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -137,84 +134,25 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	return g.executeRun(ctx, r, plan, reviewed, by)
 }
 
-// planRun is the one walk behind every undo of a run
-// (runundo.Engine.Plan): the dry run shows its plan, and the real undo
-// carries out that plan (see executeRun), never a new walk. It writes
-// nothing.
-func (g *Guard) planRun(ctx context.Context, r *ledger.Run) (*undoplan.Plan, error) {
-	applied, err := g.runChanges(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return g.pipe.Runs().Plan(ctx, r.ID, applied)
-}
-
-// runChanges returns the run's changes the undo must consider, newest
-// first: the applied ones, and those whose undo failed earlier (they are
-// still in place, so they are kept and reported, and the run is never
-// called undone while one remains). It refuses while any change of the run
-// is in flight: its outcome is not known yet.
-func (g *Guard) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Change, error) {
-	all, err := g.ledger.Changes(ctx, ledger.ChangeFilter{RunID: r.ID})
-	if err != nil {
-		return nil, err
-	}
-	var applied []*ledger.Change
-	for _, c := range all {
-		if c.Status.InFlight() {
-			if cur, err := g.ledger.Run(ctx, r.ID); err == nil && cur.Status == ledger.RunUndoing {
-				return nil, g.runBusy(r.ID) // another request is undoing it: its changes are in flight
-			}
-			return nil, refuse(ErrBusy, "", "%s", g.voice.RunChangeInFlight(r.ID, c.ID, string(c.Status)))
-		}
-		if c.Status == ledger.Applied || c.Status == ledger.UndoFailed {
-			applied = append(applied, c)
-		}
-	}
-	runundo.NewestFirst(applied)
-	return applied, nil
-}
-
-// executeRun carries out plan for the claimed run r (runundo.Engine.Execute)
-// and stores the report
-// and the run's final status: undone when nothing of the run is left,
-// partially_undone when changes were kept, and open again when changes
-// joined the run after the plan (a new dry run can review them). The run
-// never stays undoing: if the final write fails, the run is put back to
-// open so that a retry can plan again.
+// executeRun carries out plan for the claimed run r
+// (pipeline.Engine.ExecuteRun), and stores the report and the run's final
+// status. The run never stays undoing: if the final write fails, the run
+// is put back to open so that a retry can plan again.
 func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, allowed map[string]bool, by string) (*RunReport, error) {
 	ctx = context.WithoutCancel(ctx) // a claimed run must reach a final status
-	done, err := g.pipe.Runs().Execute(ctx, r.ID, plan, allowed, by)
+	done, status, err := g.pipe.ExecuteRun(ctx, r, plan, allowed, by)
 	if err != nil {
-		g.releaseRun(ctx, r.ID, err)
 		return nil, err
 	}
 	rep := reportOf(g.voice, done, r.ID, false)
 	rep.UndoneBy = by
-	status := ledger.RunPartiallyUndone
-	switch {
-	case done.Late():
-		status = ledger.RunOpen
-	case done.Complete():
-		status = ledger.RunUndone
-	}
 	rep.Status = string(status)
 	stored, err := canonjson.Marshal(rep)
 	if err == nil {
-		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-			cur, err := tx.Run(r.ID)
-			if err != nil {
-				return err
-			}
-			cur.Status, cur.Report, cur.UpdatedAt = status, stored, g.now()
-			if status == ledger.RunOpen {
-				cur.UndoneBy = ""
-			}
-			return tx.UpdateRun(cur, ledger.RunUndoing)
-		})
+		err = g.pipe.CloseRun(ctx, r.ID, status, stored)
 	}
 	if err != nil {
-		g.releaseRun(ctx, r.ID, err)
+		g.pipe.ReleaseRun(ctx, r.ID, err)
 		return nil, err
 	}
 	g.log.Info("run undone", "run_id", r.ID, "status", string(status), "by", by,
@@ -222,28 +160,8 @@ func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pl
 	return rep, nil
 }
 
-// releaseRun puts a run whose undo could not finish back to open, so that a
-// retry can plan it again; cause is why it could not finish. If even that
-// fails the run stays undoing, and `mcp-changeset check` reports it.
-func (g *Guard) releaseRun(ctx context.Context, id string, cause error) {
-	err := g.pipe.RetryBusy(ctx, func(tx *ledger.Tx) error {
-		cur, err := tx.Run(id)
-		if err != nil || cur.Status != ledger.RunUndoing {
-			return err
-		}
-		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunOpen, "", g.now()
-		return tx.UpdateRun(cur, ledger.RunUndoing)
-	})
-	if err != nil {
-		g.log.Error("run left undoing: its undo failed and the run could not be released", "run_id", id, "cause", cause, "err", err)
-		return
-	}
-	g.log.Warn("run undo stopped; the run is open again", "run_id", id, "cause", cause)
-}
-
-func (g *Guard) runBusy(id string) error {
-	return refuse(ErrBusy, "", "%s", g.voice.RunBusy(id))
-}
+// runBusy is the refusal of a run another request is undoing.
+func (g *Guard) runBusy(id string) error { return g.pipe.RunBusy(id) }
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
@@ -257,21 +175,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	if auth == pipeline.ByTrusted {
 		return rep, nil
 	}
-	tok := token.New(token.ConfirmPrefix)
-	expires := g.now().Add(g.opts.TTL)
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		cur, err := tx.Run(r.ID)
-		if err != nil {
-			return err
-		}
-		if cur.Status != ledger.RunOpen {
-			return refuse(ErrBusy, "", "%s", g.voice.RunMoved(r.ID, string(cur.Status)))
-		}
-		cur.PlanHash = plan.Hash
-		cur.ConfirmHash = token.Digest(token.PurposeRunUndo, cur.ID, plan.Hash, tok)
-		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, g.now()
-		return tx.UpdateRun(cur, ledger.RunOpen)
-	})
+	tok, expires, err := g.pipe.OfferRunUndo(ctx, r.ID, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -280,55 +184,13 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	return rep, nil
 }
 
-// claimRun moves the run from open to undoing: one claim per run, whatever
-// the number of processes. The agent's claim needs the dry run's token and
-// the same plan the token was issued for (pipeline.ByToken); the user's approval
-// (pipeline.ByUser) was checked against the plan by approveUndoRun, and a person
-// acting through trusted code (pipeline.ByTrusted) needs neither. When another
-// request finished undoing the run meanwhile, claimRun returns that undo's
-// stored report, replayed.
+// claimRun claims the run for its undo (pipeline.Engine.ClaimRun). When
+// another request finished undoing the run meanwhile, claimRun returns
+// that undo's stored report, replayed.
 func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth pipeline.Authority, by string) (*RunReport, error) {
-	byTok := auth == pipeline.ByToken
-	var refusal error
-	var stored *ledger.Run
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		refusal, stored = nil, nil // WithTx may run this again
-		cur, err := tx.Run(r.ID)
-		if err != nil {
-			return err
-		}
-		now := g.now()
-		switch {
-		case cur.Status == ledger.RunUndone || cur.Status == ledger.RunPartiallyUndone:
-			stored = cur
-			return nil
-		case cur.Status == ledger.RunUndoing:
-			refusal = g.runBusy(r.ID)
-			return nil
-		case cur.Status != ledger.RunOpen:
-			refusal = refuse(ErrWrongStatus, "", "%s", g.voice.RunNotUndoable(r.ID, string(cur.Status)))
-			return nil
-		case byTok && !token.Matches(cur.ConfirmHash, token.PurposeRunUndo, cur.ID, cur.PlanHash, tok):
-			refusal = refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenInvalid(r.ID))
-			return nil
-		case byTok && !now.Before(cur.ConfirmExpiresAt):
-			refusal = refuse(ErrExpired, "", "%s", g.voice.RunDryRunExpired(r.ID, formatTime(cur.ConfirmExpiresAt)))
-			return nil
-		case byTok && cur.PlanHash != plan.Hash:
-			refusal = refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
-			return nil
-		}
-		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now
-		cur.PlanHash, cur.ConfirmHash, cur.ConfirmExpiresAt = "", "", time.Time{}
-		return tx.UpdateRun(cur, ledger.RunOpen)
-	})
-	switch {
-	case errors.Is(err, ledger.ErrConflict):
-		return nil, g.runBusy(r.ID)
-	case err != nil:
+	done, err := g.pipe.ClaimRun(ctx, r, plan, tok, auth, by)
+	if err != nil || done == nil {
 		return nil, err
-	case stored != nil:
-		return g.replayReport(stored)
 	}
-	return nil, refusal
+	return g.replayReport(done)
 }
