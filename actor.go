@@ -38,7 +38,7 @@ func (g *Guard) agentBy(ctx context.Context, req *mcp.CallToolRequest) (string, 
 	case p == "":
 		return agentActor, nil
 	}
-	return agentActor + ":" + strings.ToValidUTF8(cut(p, 200), ""), nil
+	return agentActor + ":" + strings.ToValidUTF8(voice.Cut(p, 200), ""), nil
 }
 
 // Person names a person acting through trusted code (a dashboard, a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -72,10 +73,10 @@ func (g *Guard) addApprovalChangeTools() {
 		OutputSchema: outputSchema[ApplyResult](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalApplyInput) (*mcp.CallToolResult, *ApplyResult, error) {
-		if ask, err := g.approveChange(ctx, req, applyClaim, in.ChangeID, in.ConfirmationToken); ask != nil || err != nil {
+		if ask, err := g.approveChange(ctx, req, pipeline.ApplyClaim, in.ChangeID, in.ConfirmationToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byUser, approvalActor)
+		res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, pipeline.ByUser, approvalActor)
 		if res != nil {
 			res.UndoToken = "" // undo_change asks the user too; the agent holds no token
 		}
@@ -87,10 +88,10 @@ func (g *Guard) addApprovalChangeTools() {
 		OutputSchema: outputSchema[UndoResult](),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in approvalUndoInput) (*mcp.CallToolResult, *UndoResult, error) {
-		if ask, err := g.approveChange(ctx, req, undoClaim, in.ChangeID, in.UndoToken); ask != nil || err != nil {
+		if ask, err := g.approveChange(ctx, req, pipeline.UndoClaim, in.ChangeID, in.UndoToken); ask != nil || err != nil {
 			return ask, nil, g.toolError(err)
 		}
-		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byUser, approvalActor)
+		res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, pipeline.ByUser, approvalActor)
 		return nil, res, g.toolError(err)
 	})
 }
@@ -100,10 +101,10 @@ func (g *Guard) addApprovalChangeTools() {
 // will check and returns the question. With an answer it verifies the
 // sealed state and the answer, and returns (nil, nil) if the user
 // approved: the caller then claims the change by the user's approval
-// (byUser), which still checks a token if one was given.
-func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k claimKind, id, token string) (*mcp.CallToolResult, error) {
+// (pipeline.ByUser), which still checks a token if one was given.
+func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k pipeline.ClaimKind, id, token string) (*mcp.CallToolResult, error) {
 	tool := g.toolName("apply_change")
-	if k.from == ledger.Applied {
+	if k.From == ledger.Applied {
 		tool = g.toolName("undo_change")
 	}
 	scope, err := g.scopeOf(ctx, req)
@@ -112,7 +113,7 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 	}
 	subject := voice.Change(id)
 	if answered(req) {
-		st, err := g.openState(req, tool, id, k.purpose, scope, subject, k.verb)
+		st, err := g.openState(req, tool, id, k.Purpose, scope, subject, k.Verb)
 		if err != nil {
 			return nil, err
 		}
@@ -121,84 +122,24 @@ func (g *Guard) approveChange(ctx context.Context, req *mcp.CallToolRequest, k c
 			return nil, err
 		}
 		if string(c.PayloadHash) != st.Hash {
-			return nil, badState(subject, k.verb, tool)
+			return nil, badState(subject, k.Verb, tool)
 		}
-		return nil, readAnswer(req, subject, k.verb, tool)
+		return nil, readAnswer(req, subject, k.Verb, tool)
 	}
-	c, err := g.precheck(ctx, k, id, token, scope)
+	c, err := g.pipe.Precheck(ctx, pipeline.Claim{Kind: k, ID: id, Token: token, Auth: pipeline.ByUser, Scope: scope})
 	if err != nil {
 		return nil, err
 	}
 	if !canElicitForm(req) {
-		return nil, noElicitation(subject, k.verb)
+		return nil, noElicitation(subject, k.Verb)
 	}
 	end := c.ExpiresAt
-	if k.from == ledger.Applied {
+	if k.From == ledger.Applied {
 		end = c.UndoExpiresAt
 	}
-	st := seal.State{Tool: tool, ID: id, Purpose: k.purpose, Hash: string(c.PayloadHash), Scope: string(scope),
+	st := seal.State{Tool: tool, ID: id, Purpose: k.Purpose, Hash: string(c.PayloadHash), Scope: string(scope),
 		Expires: seal.ExpiresAt(g.now(), end).Unix()}
-	return g.ask(changeMessage(k.purpose, c), st), nil
-}
-
-// errDryCheck rolls back the transaction of a precheck.
-var errDryCheck = errors.New("precheck: roll back")
-
-// precheck runs every check of the claim for k (scope, status, expiry,
-// undo window, the token if one is given, the run), and the write mode
-// and state check that follow it, without writing anything: the claim's
-// checks run in a transaction that is rolled back. It returns the change.
-func (g *Guard) precheck(ctx context.Context, k claimKind, id, token string, scope ledger.Digest) (*ledger.Change, error) {
-	cl := claim{kind: k, id: id, token: token, auth: byUser, scope: scope}
-	if err := cl.checkArgs(); err != nil {
-		return nil, err
-	}
-	var c *ledger.Change
-	var refusal error
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		got, err := g.claimIn(tx, cl)
-		if err != nil {
-			var failure error
-			refusal, failure = asRefusal(err)
-			return errors.Join(failure, errDryCheck)
-		}
-		c = got
-		if o, ok := g.lookup(c.Action); ok && o.tx != nil && o.tx.observe != nil {
-			state, err := g.observeTx(ctx, tx, o, c.Payload)
-			refusal = stateCheck(k, c, state, err)
-		}
-		return errDryCheck
-	})
-	switch {
-	case refusal != nil:
-		return nil, refusal
-	case !errors.Is(err, errDryCheck):
-		return nil, err
-	case !g.WritesEnabled():
-		return nil, g.writesOff(id, k.verb)
-	}
-	if o, ok := g.lookup(c.Action); ok && o.observe != nil {
-		state, err := g.observe(ctx, o, c.Payload)
-		if err := stateCheck(k, c, state, err); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-// stateCheck refuses to ask about a change whose resource no longer looks
-// the way the apply (or undo) requires. A state that could not be read is
-// left for the claim to decide.
-func stateCheck(k claimKind, c *ledger.Change, state []byte, err error) error {
-	switch {
-	case err != nil:
-		return nil
-	case k.from == ledger.Pending && hashOf(state) != c.StateHash:
-		return &StateChangedError{ChangeID: c.ID, Phase: "apply"}
-	case k.from == ledger.Applied && (c.After == nil || string(state) != string(c.After)):
-		return &StateChangedError{ChangeID: c.ID, Phase: "undo"}
-	}
-	return nil
+	return g.ask(changeMessage(k.Purpose, c), st), nil
 }
 
 // answered reports whether a call carries an answer (the retry of a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -74,7 +75,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if tok != "" && !(token.Valid(tok, token.ConfirmPrefix) && token.Matches(r.ConfirmHash, token.PurposeRunUndo, r.ID, r.PlanHash, tok)) {
 		return nil, nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunTokenNotNeeded(r.ID))
 	}
-	plan, err := g.planRun(ctx, r)
+	plan, err := g.pipe.PlanRun(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,7 +93,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if plan.Hash != ledger.Digest(st.Hash) {
 		return nil, nil, refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, "", byUser, approvalActor)
+	stored, err := g.claimRun(ctx, r, plan, "", pipeline.ByUser, approvalActor)
 	if err != nil || stored != nil {
 		return nil, stored, err
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -110,22 +111,37 @@ func Refuse(format string, args ...any) error {
 }
 
 // refusalKinds is the one table of the kinds of refusal: each sentinel
-// with the name an [Outcome] gives it. failureKind reads it, in this
-// order: a kind earlier in the list wins over a later one.
+// with the name an [Outcome] gives it and the kind the change pipeline
+// asks for (package pipeline). failureKind reads it, in this order: a kind
+// earlier in the list wins over a later one.
 var refusalKinds = []struct {
 	err  error
 	name string
+	kind pipeline.Kind
 }{
-	{ErrStateChanged, "state_changed"}, {ErrPlanChanged, "plan_changed"},
-	{ErrNotFound, "not_found"}, {ErrInvalidToken, "invalid_token"}, {ErrExpired, "expired"},
-	{ErrWrongStatus, "wrong_status"}, {ErrRunClosed, "run_closed"}, {ErrBusy, "busy"},
-	{ErrWritesDisabled, "writes_disabled"}, {ErrQuota, "quota"}, {ErrRefused, "refused"}, {ErrNoChange, "no_change"},
-	{ErrDependency, "dependency"},
+	{ErrStateChanged, "state_changed", pipeline.StateChanged}, {ErrPlanChanged, "plan_changed", pipeline.PlanChanged},
+	{ErrNotFound, "not_found", pipeline.NotFound}, {ErrInvalidToken, "invalid_token", pipeline.InvalidToken},
+	{ErrExpired, "expired", pipeline.Expired}, {ErrWrongStatus, "wrong_status", pipeline.WrongStatus},
+	{ErrRunClosed, "run_closed", pipeline.RunClosed}, {ErrBusy, "busy", pipeline.Busy},
+	{ErrWritesDisabled, "writes_disabled", pipeline.WritesDisabled}, {ErrQuota, "quota", pipeline.Quota},
+	{ErrRefused, "refused", pipeline.Refused}, {ErrNoChange, "no_change", pipeline.NoChange},
+	{ErrDependency, "dependency", pipeline.Dependency},
+}
+
+// kindError is the sentinel of the pipeline's kind k, nil for
+// pipeline.NoKind.
+func kindError(k pipeline.Kind) error {
+	for _, r := range refusalKinds {
+		if r.kind == k {
+			return r.err
+		}
+	}
+	return nil
 }
 
 // storedErrorKinds is the one table of the error types the library
 // itself returns or records: by the type name the ledger stores for a
-// failure (storedType), the kind a stored failure of that type reads as
+// failure, the kind a stored failure of that type reads as
 // in words (voice.FailureKind) in get_change_status, and what agentText
 // says of an error of that type that has no message for the agent. The
 // names come from the types themselves, so renaming one keeps the table
@@ -136,7 +152,7 @@ var storedErrorKinds = map[string]string{
 	typeName(&PanicError{}):          "panic",
 	typeName(&WritesDisabledError{}): "writes_disabled",
 	typeName(&LedgerError{}):         "ledger",
-	storedType(&runUndoFailure{}):    "run_undo",
+	pipeline.RunUndoType:             "run_undo",
 	"Reconciled":                     "interrupted", // ledger.Ledger.Reconcile
 }
 
@@ -208,6 +224,11 @@ func (e *StateChangedError) Is(target error) bool { return target == ErrStateCha
 
 func (e *StateChangedError) Error() string { return voice.StateChanged(e.ChangeID, e.Phase) }
 
+// PanicError is the error recorded when an operation's code panics.
+type PanicError struct{ Value any }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
 // LedgerError is a failure of the ledger itself (busy, corrupt, unreadable,
 // not a ledger, newer schema). It is the ledger package's *ledger.Error.
 type LedgerError = ledger.Error
@@ -215,7 +236,7 @@ type LedgerError = ledger.Error
 // agentText returns what the agent is told about err: the message of the
 // error types above, the kind in words of a failure the library decided,
 // and only the Go type name of anything else.
-func agentText(err error) string { return storableText(agentMessage(err)) }
+func agentText(err error) string { return pipeline.StorableText(agentMessage(err)) }
 
 // agentMessage is agentText before it is made storable.
 func agentMessage(err error) string {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -29,11 +30,12 @@ type Guard struct {
 	// voice writes every sentence the agent reads, for these options.
 	voice *voice.Voice
 
-	conns  connections // IDs of sessions that have none (session runs)
-	recent recentRuns  // when this process last previewed in a session run
+	// pipe is the change pipeline: the operations, their previews
+	// stored, the claims, applies and undos, and their outcomes recorded.
+	pipe  *pipeline.Engine
+	conns connections // IDs of sessions that have none (session runs)
 
 	mu    sync.RWMutex
-	ops   map[string]*op  // by operation name, without prefix
 	tools map[string]bool // the names of the tools the Guard registered
 }
 
@@ -50,7 +52,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{server: server, opts: opts, log: opts.Logger, ops: map[string]*op{}, tools: map[string]bool{}}
+	g := &Guard{server: server, opts: opts, log: opts.Logger, tools: map[string]bool{}}
 	mode := voice.Token
 	if opts.Approval == UserApproval {
 		mode = voice.User
@@ -88,6 +90,12 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 			return nil, err
 		}
 	}
+	g.pipe = pipeline.New(pipeline.Config{
+		Ledger: g.ledger, Voice: g.voice, Now: g.now, Log: g.log, Sealer: g.sealer, Host: pipeHost{g},
+		TTL: opts.TTL, UndoTTL: opts.UndoTTL, MaxClockSkew: opts.MaxClockSkew,
+		MaxPayloadBytes: opts.MaxPayloadBytes, MaxResultBytes: opts.MaxResultBytes, MaxPendingPerScope: opts.MaxPendingPerScope,
+		SessionRunIdle: opts.SessionRunIdle,
+	})
 	if server != nil {
 		server.AddReceivingMiddleware(g.middleware)
 		if !opts.NoSharedTools {
@@ -122,9 +130,4 @@ func (g *Guard) now() time.Time { return g.opts.Clock() }
 func (g *Guard) toolName(name string) string { return g.opts.Prefix + name }
 
 // lookup finds a registered operation by name.
-func (g *Guard) lookup(action string) (*op, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	o, ok := g.ops[action]
-	return o, ok
-}
+func (g *Guard) lookup(action string) (*pipeline.Op, bool) { return g.pipe.Op(action) }

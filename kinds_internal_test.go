@@ -3,6 +3,8 @@ package changeset
 import (
 	"errors"
 	"testing"
+
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 )
 
 // TestFailureKind_EveryKindHasItsOwnName: every kind of refusal the
@@ -37,12 +39,43 @@ func TestFailureKind_EveryKindHasItsOwnName(t *testing.T) {
 // library's error types is keyed by the names the ledger really stores.
 func TestStoredErrorKinds_NameTheTypesTheLibraryStores(t *testing.T) {
 	for _, err := range []error{&StateChangedError{}, Refuse("no"), &PanicError{Value: 1}, &WritesDisabledError{},
-		&LedgerError{Err: errors.New("x")}, &runUndoFailure{"x"}} {
-		if storedErrorKind(storedType(err)) == "" {
-			t.Errorf("the stored type %q of %T has no kind", storedType(err), err)
+		&LedgerError{Err: errors.New("x")}} {
+		if storedErrorKind(pipeHost{}.Failed("chg_1", "apply", err).Type) == "" {
+			t.Errorf("the stored type of %T has no kind", err)
 		}
+	}
+	if storedErrorKind(pipeline.RunUndoType) == "" {
+		t.Errorf("the stored type of a run undo's failure has no kind")
 	}
 	if storedErrorKind("fs.PathError") != "" {
 		t.Errorf("an operation's own error type has a library kind")
+	}
+}
+
+// TestKindError_EveryPipelineKindHasItsOwnSentinel: every kind of refusal
+// the change pipeline asks for is made with a sentinel of its own, and
+// NoKind with none, so that errors.Is reads a refusal of the pipeline as
+// it reads one of the root package.
+func TestKindError_EveryPipelineKindHasItsOwnSentinel(t *testing.T) {
+	if kindError(pipeline.NoKind) != nil {
+		t.Errorf("NoKind has the sentinel %v", kindError(pipeline.NoKind))
+	}
+	seen := map[error]pipeline.Kind{}
+	for k := pipeline.NoKind + 1; k < pipeline.Kinds; k++ {
+		err := kindError(k)
+		if err == nil {
+			t.Errorf("pipeline kind %d has no sentinel", k)
+			continue
+		}
+		if prev, ok := seen[err]; ok {
+			t.Errorf("pipeline kinds %d and %d are both %v", prev, k, err)
+		}
+		seen[err] = k
+		if h := (pipeHost{}); !h.Is(h.ChangeError(k, "", "refused", nil), k) {
+			t.Errorf("a refusal of pipeline kind %d does not match %v", k, err)
+		}
+	}
+	if len(seen) != len(refusalKinds) {
+		t.Errorf("the pipeline names %d kinds, refusalKinds holds %d", len(seen), len(refusalKinds))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -118,7 +119,7 @@ func failureKind(err error) string {
 	}
 	var le *LedgerError
 	switch {
-	case errors.Is(err, errResultTooLarge):
+	case errors.Is(err, pipeline.ErrResultTooLarge):
 		return string(ledger.FailureResultTooLarge)
 	case errors.As(err, &le):
 		return "ledger"
@@ -156,25 +157,13 @@ func (g *Guard) logTransition(ctx context.Context, c *ledger.Change, from ledger
 	}
 }
 
-// step is the Step of a claim of kind k.
-func (k claimKind) step() Step {
-	if k.from == ledger.Pending {
-		return StepApply
-	}
-	return StepUndo
-}
-
-// changeOutcome is the Outcome of Guard.change for change id: seen is the
-// row as claimed (nil when the claim was refused before it), txFailure the
-// failure of a transactional operation whose transaction rolled back, err what change
-// returns.
-func changeOutcome(k claimKind, id string, seen *ledger.Change, txFailure, err error) Outcome {
+// changeOutcome is the Outcome of an apply or undo of change id: c is the
+// row as the step last saw it (nil when the claim was refused before it),
+// err what the step returned.
+func changeOutcome(id string, c *ledger.Change, err error) Outcome {
 	out := Outcome{ChangeID: id, Err: err, Failure: failureKind(err)}
-	if seen != nil {
-		out.Action, out.RunID, out.Status = seen.Action, seen.RunID, string(seen.Status)
-	}
-	if txFailure != nil {
-		out.Status = string(failedStatus(k))
+	if c != nil {
+		out.Action, out.RunID, out.Status = c.Action, c.RunID, string(c.Status)
 	}
 	if s := ledger.Status(out.Status); err != nil && (s == ledger.ApplyFailed || s == ledger.UndoFailed) {
 		out.Failure = string(failureOf(err))

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
@@ -32,11 +32,11 @@ func (g *Guard) Preview(ctx context.Context, action string, input any) (*Preview
 }
 
 // preview is the one path every preview takes.
-func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, args json.RawMessage) (*PreviewResult, error) {
-	ctx, end := g.start(ctx, Event{Step: StepPreview, Action: o.name})
+func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *pipeline.Op, args json.RawMessage) (*PreviewResult, error) {
+	ctx, end := g.start(ctx, Event{Step: StepPreview, Action: o.Name})
 	res, err := g.previewStep(g.withPrincipal(ctx, req), req, o, args)
 	if end != nil {
-		out := Outcome{Action: o.name, Err: err, Failure: failureKind(err)}
+		out := Outcome{Action: o.Name, Err: err, Failure: failureKind(err)}
 		if res != nil {
 			out.ChangeID, out.RunID, out.Status = res.ChangeID, res.RunID, string(ledger.Pending)
 		}
@@ -45,7 +45,7 @@ func (g *Guard) preview(ctx context.Context, req *mcp.CallToolRequest, o *op, ar
 	return res, err
 }
 
-func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op, args json.RawMessage) (*PreviewResult, error) {
+func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *pipeline.Op, args json.RawMessage) (*PreviewResult, error) {
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
 		return nil, err
@@ -54,110 +54,29 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	if err != nil {
 		return nil, err
 	}
-	p, err := o.preview(ctx, args)
+	p, err := o.Preview(ctx, args)
 	if err != nil {
-		return nil, g.previewRefusal(ctx, o.name, err)
+		return nil, g.previewRefusal(ctx, o.Name, err)
 	}
-	if string(p.diff) == "[]" && !o.allowEmptyDiff {
-		return nil, refuse(ErrNoChange, "", "%s", voice.EmptyDiff(o.name))
+	state, err := g.pipe.Check(ctx, o, p)
+	if err != nil {
+		return nil, err
 	}
-	if size := len(p.payload) + len(p.diff) + len(p.summary); size > g.opts.MaxPayloadBytes {
-		return nil, refuse(ErrQuota, "", "%s", voice.ProposalTooLarge(o.name, size, g.opts.MaxPayloadBytes))
-	}
-	var stateHash ledger.Digest
-	switch {
-	case p.state != nil && o.hasObserve(): // the state the preview itself read
-		stateHash = hashOf(p.state)
-	case o.observe != nil: // outside the write lock: it may be slow I/O
-		state, err := g.observe(ctx, o, p.payload)
-		if err == nil {
-			err = checkStates(p.resources, state)
-		}
-		if err != nil {
-			return nil, g.previewRefusal(ctx, o.name, err)
-		}
-		stateHash = hashOf(state)
-	}
-
 	by, err := g.agentBy(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	now := g.now()
-	c := &ledger.Change{
-		ID:            token.NewID(token.ChangeIDPrefix),
-		Action:        o.name,
-		PreviewedBy:   by,
-		Status:        ledger.Pending,
-		ScopeHash:     scope,
-		RunID:         runID,
-		Resource:      p.resource,
-		Resources:     p.resources,
-		DependsOn:     p.depends,
-		Payload:       p.payload,
-		PayloadHash:   hashOf(p.payload),
-		Diff:          p.diff,
-		Summary:       p.summary,
-		Warnings:      p.warnings,
-		StateHash:     stateHash,
-		Undoable:      o.hasUndo(),
-		Transactional: o.tx != nil,
-		RedactFields:  o.redact,
-		CreatedAt:     now,
-		UpdatedAt:     now,
-		ExpiresAt:     now.Add(g.opts.TTL),
-	}
-	tok := token.New(token.ConfirmPrefix)
-	if g.opts.Approval == UserApproval { // the user approves in the client; see byUser
-		tok = g.sealer.Token(token.ConfirmPrefix, token.PurposeApply, c.ID, c.PayloadHash)
-	}
-	c.ConfirmHash = token.Digest(token.PurposeApply, c.ID, c.PayloadHash, tok)
 	var sessionKey ledger.Digest
 	if runID == "" && !g.opts.NoSessionRuns {
 		if sessionKey, err = g.sessionKey(ctx, req); err != nil {
 			return nil, err
 		}
 	}
-
-	var sessionRun string // the session run the preview joined, if any
-	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		// WithTx may run this again.
-		sessionRun = ""
-		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
-			state, err := g.observeTx(ctx, tx, o, c.Payload)
-			if err == nil {
-				err = checkStates(c.Resources, state)
-			}
-			if err != nil {
-				return g.previewRefusal(ctx, o.name, err)
-			}
-			c.StateHash = hashOf(state)
-		}
-		if err := g.checkPendingQuota(tx, scope, now); err != nil {
-			return err
-		}
-		switch {
-		case runID != "":
-			if err := g.checkRunOpen(tx, runID, scope); err != nil {
-				return err
-			}
-		case sessionKey != "":
-			id, err := g.sessionRun(tx, req, sessionKey, scope, now, c.PreviewedBy)
-			if err != nil {
-				return err
-			}
-			c.RunID, sessionRun = id, id
-		}
-		return tx.InsertChange(c)
-	})
+	c, tok, err := g.pipe.Store(ctx, pipeline.Pending{Op: o, Proposal: p, StateHash: state, Scope: scope, By: by,
+		RunID: runID, SessionKey: sessionKey, Client: clientName(req)})
 	if err != nil {
 		return nil, err
 	}
-	if sessionRun != "" {
-		g.recent.saw(sessionRun, c.CreatedAt)
-	}
-	g.logTransition(ctx, c, "", c.PreviewedBy)
-
 	res := &PreviewResult{
 		Status:            "preview",
 		ChangeID:          c.ID,
@@ -176,36 +95,6 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 		res.ConfirmationToken = ""
 	}
 	return res, nil
-}
-
-// checkPendingQuota refuses a preview when the scope already has
-// MaxPendingPerScope previews waiting that have not expired: previews an
-// agent walked away from stop counting once they expire.
-func (g *Guard) checkPendingQuota(tx *ledger.Tx, scope ledger.Digest, now time.Time) error {
-	n, err := tx.CountChanges(ledger.ChangeFilter{ScopeHash: scope, Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: now})
-	if err != nil {
-		return err
-	}
-	if n >= g.opts.MaxPendingPerScope {
-		return refuse(ErrQuota, "", "%s", voice.PendingQuota(n))
-	}
-	return nil
-}
-
-// checkRunOpen refuses to join a change to a run that is unknown, in
-// another scope, or being or already undone.
-func (g *Guard) checkRunOpen(tx *ledger.Tx, runID string, scope ledger.Digest) error {
-	r, err := tx.Run(runID)
-	if errors.Is(err, ledger.ErrNotFound) || (err == nil && r.ScopeHash != scope) {
-		return g.noSuchRun(runID)
-	}
-	if err != nil {
-		return err
-	}
-	if r.Status != ledger.RunOpen {
-		return refuse(ErrRunClosed, "", "%s", g.voice.RunClosed(runID, string(r.Status)))
-	}
-	return nil
 }
 
 // noSuchRun is the refusal for an unknown run (or one of another scope).

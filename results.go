@@ -120,7 +120,7 @@ func (g *Guard) undoableNow(c *ledger.Change) bool {
 		return false
 	}
 	o, ok := g.lookup(c.Action)
-	return ok && o.hasUndo()
+	return ok && o.HasUndo()
 }
 
 // diffEntries decodes a stored canonical diff for a result: every entry

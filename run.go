@@ -3,10 +3,11 @@ package changeset
 import (
 	"context"
 	"errors"
-	"strings"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/token"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,9 +16,6 @@ import (
 // everything the agent did as one unit and take it back in one step. The
 // agent starts a run with start_run and passes its ID on every preview; a
 // preview without one joins the caller's session run (see session.go).
-
-// maxLabelBytes caps a run's label.
-const maxLabelBytes = 200
 
 // RunInfo is a run as the agent and trusted code see it: no tokens, no
 // digests.
@@ -66,8 +64,8 @@ func (g *Guard) StartRun(ctx context.Context, label string) (*RunInfo, error) {
 }
 
 func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label string) (*RunInfo, error) {
-	if !utf8.ValidString(label) || len(label) > maxLabelBytes {
-		return nil, Refuse("%s", g.voice.RunLabelInvalid(maxLabelBytes))
+	if !utf8.ValidString(label) || len(label) > pipeline.MaxLabelBytes {
+		return nil, Refuse("%s", g.voice.RunLabelInvalid(pipeline.MaxLabelBytes))
 	}
 	scope, err := g.scopeOf(ctx, req)
 	if err != nil {
@@ -109,7 +107,7 @@ func (g *Guard) runDetail(ctx context.Context, req *mcp.CallToolRequest, runID s
 	if page.Cursor != "" {
 		after, err := g.ledger.Change(ctx, page.Cursor)
 		if !token.ValidID(page.Cursor, token.ChangeIDPrefix) || err != nil || after.RunID != r.ID {
-			return nil, Refuse("%s", g.voice.RunCursorInvalid(cut(page.Cursor, 32), r.ID))
+			return nil, Refuse("%s", g.voice.RunCursorInvalid(voice.Cut(page.Cursor, 32), r.ID))
 		}
 		f.Before = &ledger.ChangeKey{CreatedAt: after.CreatedAt, ID: after.ID}
 	}
@@ -212,14 +210,6 @@ func approxSize(st *ChangeStatus) int {
 		n += len(w) + 4
 	}
 	return n
-}
-
-// cut shortens s to at most n bytes for a message.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func runInfo(r *ledger.Run) *RunInfo {

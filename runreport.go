@@ -139,7 +139,7 @@ func reportOf(v *voice.Voice, p *undoplan.Plan, runID string, dryRun bool) *RunR
 	undo := []RunStep{}
 	for _, s := range p.Steps {
 		c := s.C
-		summary := cut(c.Summary, maxReportSummary)
+		summary := voice.Cut(c.Summary, maxReportSummary)
 		step := RunStep{ChangeID: c.ID, Action: c.Action, Summary: summary, Resource: c.Resource, Resources: c.Resources, Transactional: s.Op.Tx}
 		note := func(reason string, drift []undoplan.Drift) RunNote {
 			return RunNote{ChangeID: c.ID, Action: c.Action, Resource: c.Resource, Resources: c.Resources, Summary: summary, Reason: reason, Drift: boundDrift(v, drift)}

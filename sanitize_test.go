@@ -98,7 +98,7 @@ func TestChangeMessage_DiffRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &ledger.Change{ID: "chg_1", Action: "edit", Summary: "Edit", Diff: sp.diff}
+	c := &ledger.Change{ID: "chg_1", Action: "edit", Summary: "Edit", Diff: sp.Diff}
 	apply := changeMessage(token.PurposeApply, c)
 	for _, want := range []string{
 		"• address.city: \"Oslo\" → \"Bergen\"\n",

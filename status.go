@@ -63,10 +63,10 @@ func (g *Guard) Observe(ctx context.Context, changeID string) (json.RawMessage, 
 	switch {
 	case !ok:
 		return nil, refuse(ErrNotFound, changeID, "change %s was made by operation %s, which this server does not register", changeID, voice.Quote(c.Action))
-	case !o.hasObserve():
+	case !o.HasObserve():
 		return nil, refuse(ErrRefused, changeID, "operation %s has no Observe, so change %s has no state to read", voice.Quote(c.Action), changeID)
 	}
-	return runHost{g}.Observe(ctx, nil, c)
+	return g.pipe.Observe(ctx, nil, c)
 }
 
 func (g *Guard) get(ctx context.Context, id string) (*ledger.Change, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcp-changeset/changeset-go/internal/canonjson"
+	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,15 +36,9 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 
 // register adds a type-erased operation and its preview tool. schema
 // infers the input schema when the tool has none.
-func (g *Guard) register(tool *mcp.Tool, o *op, schema func() (*jsonschema.Schema, error)) {
+func (g *Guard) register(tool *mcp.Tool, o *pipeline.Op, schema func() (*jsonschema.Schema, error)) {
 	name := tool.Name
-	g.mu.Lock()
-	_, dup := g.ops[name]
-	if !dup {
-		g.ops[name] = o
-	}
-	g.mu.Unlock()
-	if dup {
+	if !g.pipe.Register(o) {
 		panic(fmt.Sprintf("changeset.Register: operation %q registered twice", name))
 	}
 	if g.server == nil {
@@ -166,7 +161,7 @@ func (g *Guard) addSharedTools() {
 			if err != nil {
 				return nil, nil, g.toolError(err)
 			}
-			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, byToken, by)
+			res, err := g.apply(ctx, req, in.ChangeID, in.ConfirmationToken, pipeline.ByToken, by)
 			return nil, res, g.toolError(err)
 		})
 		addTool(g, &mcp.Tool{
@@ -179,7 +174,7 @@ func (g *Guard) addSharedTools() {
 			if err != nil {
 				return nil, nil, g.toolError(err)
 			}
-			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, byToken, by)
+			res, err := g.undo(ctx, req, in.ChangeID, in.UndoToken, pipeline.ByToken, by)
 			return nil, res, g.toolError(err)
 		})
 	}

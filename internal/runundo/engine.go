@@ -4,11 +4,12 @@
 // change are package undoplan's; this package reads the states they are
 // decided on, runs the inverses, and keeps the ledger's rows in step.
 //
-// The engine knows the Guard only through [Host]: the server's
-// operations, their Observe and inverse, the one path a single change's
-// undo takes, and how the Guard logs and words a failure. The run's own
-// bookkeeping (its claim, its status and the report a caller reads) stays
-// with the Guard.
+// The engine knows the Guard only through [Host], which the change
+// pipeline (package pipeline) implements: the server's operations, their
+// Observe and inverse, the one path a single change's undo takes, and how
+// the Guard logs and words a failure. The run's own bookkeeping (its
+// claim, its status, its release) is the pipeline's, and the report a
+// caller reads is the Guard's.
 package runundo
 
 import (
@@ -24,7 +25,8 @@ import (
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
-// Host is what the engine needs of the Guard.
+// Host is what the engine needs of the Guard, as the change pipeline
+// serves it.
 type Host interface {
 	// Op is what the server knows of c's operation.
 	Op(c *ledger.Change) undoplan.Op
@@ -39,7 +41,7 @@ type Host interface {
 	// success c is undone, not yet written.
 	UndoIn(ctx context.Context, tx *ledger.Tx, c *ledger.Change) error
 	// Undo undoes c on its own, as a person acting through trusted code,
-	// by the Guard's one path for a change's undo (claim, check, inverse,
+	// by the one path for a change's undo (claim, check, inverse,
 	// outcome), holding it back by [Engine.Hold] with undoing as the
 	// changes undone too. It returns an error matching [ErrStateChanged]
 	// when the resource moved before the claim, one holding a *HeldError

@@ -11,7 +11,7 @@ import (
 )
 
 // The real undo of a run carries out a plan made by Plan and claimed by
-// the Guard: the plan that was reviewed, or less, never more. It acts only
+// the pipeline (pipeline.Engine.ClaimRun): the plan that was reviewed, or less, never more. It acts only
 // on the steps the plan undoes or closes whose changes are allowed (all of
 // them on the token and approval paths; those a person confirmed on the
 // dashboard), and checks each again right before its inverse, so a planned

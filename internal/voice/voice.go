@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -107,6 +108,24 @@ func Value(raw json.RawMessage) string {
 		out = out[:cut] + "…"
 	}
 	return out
+}
+
+// Cut shortens s to at most n bytes for a message, marking the cut with
+// … and dropping a rune the cut split.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// Time writes t as every text and result gives a time: RFC 3339 in UTC,
+// or "" for the zero time.
+func Time(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func writeValue(b *strings.Builder, v any) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A value a person or an agent chose cannot break out of the sentence that
@@ -58,5 +59,30 @@ func TestVoice_ToolAndEnv(t *testing.T) {
 	v := New("crm_", "CRM_WRITES", Token)
 	if v.Tool("apply_change") != "crm_apply_change" || v.Env() != "CRM_WRITES" {
 		t.Fatalf("Tool/Env = %q %q", v.Tool("apply_change"), v.Env())
+	}
+}
+
+// Cut keeps short text as it is, and cuts long text at n bytes without
+// leaving half a rune, marking the cut.
+func TestCut_CutsAtNBytesWithoutSplittingARune(t *testing.T) {
+	if got := Cut("short", 5); got != "short" {
+		t.Errorf("Cut(short, 5) = %q", got)
+	}
+	if got := Cut("abcdef", 3); got != "abc…" {
+		t.Errorf("Cut(abcdef, 3) = %q, want abc…", got)
+	}
+	if got := Cut("aé", 2); got != "a…" { // é is two bytes: the cut falls inside it
+		t.Errorf("Cut(aé, 2) = %q, want a…", got)
+	}
+}
+
+// Time writes every time in UTC, and the zero time as nothing.
+func TestTime_RFC3339InUTCOrEmpty(t *testing.T) {
+	if got := Time(time.Time{}); got != "" {
+		t.Errorf("Time(zero) = %q, want empty", got)
+	}
+	oslo := time.FixedZone("CET", 3600)
+	if got := Time(time.Date(2026, 3, 1, 13, 4, 5, 6, oslo)); got != "2026-03-01T12:04:05Z" {
+		t.Errorf("Time = %q, want 2026-03-01T12:04:05Z", got)
 	}
 }
