@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -102,12 +103,7 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 	}
 	progress := !c.json && isTerminal(c.main.Stderr)
 	if progress {
-		opts.Progress = func(deleted, total int) {
-			fmt.Fprintf(c.main.Stderr, "\rdeleting changes: %d of %d", deleted, total)
-			if deleted == total {
-				fmt.Fprint(c.main.Stderr, "; returning the free space to the disk…")
-			}
-		}
+		opts.Progress = pruneProgress(c.main.Stderr)
 	}
 	res, err := l.Prune(ctx, opts)
 	if progress && len(res.Changes) > 0 {
@@ -147,6 +143,18 @@ func (c *PruneCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(out, "the ledger keeps the space of the deleted rows for new ones (%s on disk); prune --vacuum returns it to the disk once (see prune --help)\n", formatBytes(sp.After))
 	}
 	return nil
+}
+
+// pruneProgress returns a ledger.PruneOptions.Progress that keeps one line
+// on w (a terminal) saying how many changes are deleted, and then that
+// the space goes back to the disk.
+func pruneProgress(w io.Writer) func(deleted, total int) {
+	return func(deleted, total int) {
+		fmt.Fprintf(w, "\rdeleting changes: %d of %d", deleted, total)
+		if deleted == total {
+			fmt.Fprint(w, "; returning the free space to the disk…")
+		}
+	}
 }
 
 // formatBytes formats a size on disk: "512 B", "3.4 MB", "1.20 GB".

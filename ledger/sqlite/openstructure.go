@@ -15,9 +15,10 @@ import (
 // and write of it goes through, and none of the rows in between:
 //
 //   - of every b-tree (the schema table, every table and index): its root
-//     page, every page of the level below the root (only the first and
-//     the last when they are leaves), and from there the first and the
-//     last page of every level down to the leaves (the
+//     page, up to maxSpread pages of the level below the root spread
+//     from its first to its last (only the first and the last when they
+//     are leaves), and from there the first and the last page of every
+//     level down to the leaves (the
 //     path to the oldest and to the newest rows), each checked as
 //     quick_check checks a page: its type matches its tree, its header,
 //     cell pointers, freeblocks and child pointers stay inside the page
@@ -26,11 +27,11 @@ import (
 //   - the first maxTrunks trunk pages of the freelist, and, when the
 //     freelist ends within them, that its count matches the header's.
 //
-// That is a few pages per level of each tree, and at most the root's
-// fan-out (a few hundred pages) below each root: on the ledgers of
-// docs/benchmarks.md, from 10,000 to 1,000,000 changes, 40 to 200 pages.
-// Damage elsewhere, in a leaf in the middle of a tree, an interior page
-// below the second level and off the edges, an overflow page, or a value
+// That is at most maxSpread pages and two per level for each tree, about
+// a hundred in all, whatever the size of the file (docs/benchmarks.md
+// gives the figures). Damage elsewhere, in a leaf in the middle of a
+// tree, an interior page off the edges and off those read below the
+// root, an overflow page, or a value
 // altered inside a well-formed page, is not seen: reading it later fails
 // with SQLITE_CORRUPT, which interpretError turns into ledger.ErrCorrupt,
 // and mcp-changeset check reports it.
@@ -81,6 +82,7 @@ type structure struct {
 	trees     []tree
 	claimed   []uint64 // bit set of the pages a tree or the freelist holds
 	pagesRead int
+	widest    int // the most pages read of one level of one tree
 }
 
 // load reads the page geometry, page 1 and the list of b-trees.
@@ -191,6 +193,23 @@ func (s *structure) claim(p uint32, what string) error {
 // maxDepth bounds the depth of a b-tree: SQLite's own bound is 20.
 const maxDepth = 40
 
+// maxSpread bounds how many pages of the level below a root
+// checkStructure reads.
+const maxSpread = 16
+
+// spreadOut returns at most n of pages, spread evenly from the first to
+// the last, in order.
+func spreadOut(pages []uint32, n int) []uint32 {
+	if len(pages) <= n {
+		return pages
+	}
+	out := make([]uint32, n)
+	for i := range n {
+		out[i] = pages[i*(len(pages)-1)/(n-1)]
+	}
+	return out
+}
+
 // walk checks the tree's root, the whole level below it, and the first
 // and the last page of each level further down.
 func (s *structure) walk(t tree) error {
@@ -205,9 +224,11 @@ func (s *structure) walk(t tree) error {
 	if err != nil || children == nil {
 		return err // a tree of one page, or damage
 	}
-	// The level below the root: whole if it is interior, only its first
-	// and last page if it is the leaves (all pages of a level are leaves
-	// if the first is: the check below refuses a mix).
+	// The level below the root: every page the root points to is
+	// claimed; up to maxSpread of them, spread evenly from the first to
+	// the last, are read if they are interior pages, only the first and
+	// the last if they are the leaves (all pages of a level are leaves if
+	// the first is: the check below refuses a mix).
 	for _, c := range children {
 		if err := s.claim(c, "a page of "+t.name); err != nil {
 			return err
@@ -216,11 +237,13 @@ func (s *structure) walk(t tree) error {
 	if pages, err = s.read(children[:1]); err != nil {
 		return err
 	}
-	rest := children[1:]
-	if isLeaf(pages[0], children[0]) && len(children) > 2 {
-		children, rest = []uint32{children[0], children[len(children)-1]}, children[len(children)-1:]
+	spread := maxSpread
+	if isLeaf(pages[0], children[0]) {
+		spread = 2
 	}
-	more, err := s.read(rest)
+	children = spreadOut(children, spread)
+	s.widest = max(s.widest, len(children))
+	more, err := s.read(children[1:])
 	if err != nil {
 		return err
 	}

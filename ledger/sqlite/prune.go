@@ -42,7 +42,7 @@ func keepQuery(f ledger.PruneFilter) (string, []any) {
 // creation time and ID are two more arguments.
 func pickQuery(f ledger.PruneFilter, kept bool) (string, []any) {
 	may, args := pruneWhere(f)
-	query := `SELECT id, coalesce(run_id, '') FROM changes WHERE ` + finishedIndexTerm + ` AND ` + may + ` AND updated_at < ?`
+	query := `SELECT id, coalesce(run_id, '') FROM changes INDEXED BY changes_finished WHERE ` + finishedIndexTerm + ` AND ` + may + ` AND updated_at < ?`
 	args = append(args, sqlval.CeilMicro(f.UpdatedBefore))
 	if kept {
 		query += ` AND (created_at, id) < (?, ?)`

@@ -89,7 +89,8 @@ func (b *Backend) Size(ctx context.Context) (int64, error) {
 // old snapshot can delay the truncation to a later checkpoint.
 //
 // Without incremental auto-vacuum (a ledger created before this package
-// set it) it does nothing and reports false: run Vacuum once.
+// set it) it only checkpoints and empties the log, and reports false:
+// the free pages stay in the file, for new rows, until Vacuum.
 func (b *Backend) Reclaim(ctx context.Context) (bool, error) {
 	const op = "reclaim the free space of"
 	var mode, free int64
@@ -97,7 +98,8 @@ func (b *Backend) Reclaim(ctx context.Context) (bool, error) {
 		return false, b.interpretError(op, err)
 	}
 	if mode != autoVacuumIncremental {
-		return false, nil
+		// The free pages stay, but the log the prune wrote need not.
+		return false, b.checkpoint(ctx, op)
 	}
 	if err := b.db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
 		return false, b.interpretError(op, err)
