@@ -51,6 +51,9 @@ type backend interface {
 	ListRuns(ctx context.Context, q querier, f RunFilter) ([]*Run, error)
 	DeleteRuns(ctx context.Context, q querier, ids []string) (int, error)
 
+	PrunableChanges(ctx context.Context, q querier, f PruneFilter) ([]PrunableChange, error)
+	PrunableRuns(ctx context.Context, q querier, f PruneFilter) ([]PrunableRun, error)
+
 	GetMeta(ctx context.Context, q querier, key string) (value []byte, ok bool, err error)
 	SetMetaIfAbsent(ctx context.Context, q querier, key string, value []byte) ([]byte, error)
 
@@ -58,11 +61,20 @@ type backend interface {
 	ListHistory(ctx context.Context, q querier, f HistoryFilter) ([]HistoryEntry, error)
 
 	Check(ctx context.Context) ([]string, error)
+	CheckRoutine(ctx context.Context) ([]string, error)
 }
 
 // writeQueue is driver.WriteQueue, which a backend may implement.
 type writeQueue interface {
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
+}
+
+// compactor is driver.Compactor, which a backend may implement.
+type compactor interface {
+	Yield(ctx context.Context) error
+	Size(ctx context.Context) (int64, error)
+	Reclaim(ctx context.Context) (returned bool, err error)
+	Vacuum(ctx context.Context) error
 }
 
 // errorInterpreter is driver.ErrorInterpreter, which a backend may

@@ -75,7 +75,7 @@ func hint(err error) string {
 	case errors.Is(err, ErrNewerSchema):
 		return " (upgrade this program to the version that wrote the ledger)"
 	case errors.Is(err, ErrCorrupt):
-		return " (mcp-changeset check reports the damage in detail; restore the ledger from a backup; it was left unchanged)"
+		return " (mcp-changeset check --full reports the damage in detail; restore the ledger from a backup; it was left unchanged)"
 	case errors.Is(err, ErrNotExist):
 		return " (check the path, or let the server create it)"
 	case errors.Is(err, ErrFull):

@@ -2,14 +2,47 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
 
-// Check runs the backend's own integrity check (SQLite's quick_check, for
-// one) and then checks the ledger's invariants, row by row. It returns one
-// line per problem, none when the ledger is sound. It only reads, so it works on a
-// ledger opened with [OpenOptions.ReadOnly].
+// CheckOptions say how much of the ledger [Ledger.CheckWith] reads.
+type CheckOptions struct {
+	// Full reads the whole ledger: the backend's whole-file check (see
+	// Check) and every row and history entry. It costs time in
+	// proportion to the ledger (about a minute per GB on SQLite).
+	//
+	// Without it, the routine check costs the same at any size: the
+	// backend's routine check (on SQLite, the open-time check of the
+	// pages where every b-tree starts and ends, and the file's identity;
+	// on PostgreSQL, the schema and its constraints), and the invariants
+	// of every change and run with a history entry at or after Since,
+	// and of every change still pending, applying or undoing, each
+	// against its own last history entry.
+	Full bool
+	// Since is where the routine check's window of history starts; the
+	// zero time means 24 hours before now (the ledger's clock).
+	Since time.Time
+	// Progress, if set, is called as the check goes: stage names what it
+	// reads ("file", "history", "runs", "changes"), done how many rows of
+	// it are read, total how many there are (0 when unknown).
+	Progress func(stage string, done, total int)
+}
+
+// Check is CheckWith with CheckOptions{Full: true}: it reads the whole
+// ledger.
+func (l *Ledger) Check(ctx context.Context) ([]string, error) {
+	return l.CheckWith(ctx, CheckOptions{Full: true})
+}
+
+// CheckWith runs the backend's own integrity check (SQLite's
+// integrity_check and foreign_key_check, for one; a cheaper one without
+// opts.Full) and then checks the ledger's invariants, row by row: every
+// row with opts.Full, else the rows of the routine check (see
+// [CheckOptions]). It returns one line per problem, none when what it
+// read is sound. It only reads, so it works on a ledger opened with
+// [OpenOptions.ReadOnly].
 //
 // The invariants are those every transition of this package keeps:
 //
@@ -29,12 +62,30 @@ import (
 //     entry reached (rows from before the history have none).
 //
 // Lines name rows by ID and never quote a stored digest.
-func (l *Ledger) Check(ctx context.Context) ([]string, error) {
-	problems, err := l.b.Check(ctx)
+func (l *Ledger) CheckWith(ctx context.Context, opts CheckOptions) ([]string, error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string, int, int) {}
+	}
+	progress("file", 0, 0)
+	check := l.b.CheckRoutine
+	if opts.Full {
+		check = l.b.Check
+	}
+	problems, err := check(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rowProblems, err := l.checkRows(ctx)
+	var rowProblems []string
+	if opts.Full {
+		rowProblems, err = l.checkRows(ctx, progress)
+	} else {
+		since := opts.Since
+		if since.IsZero() {
+			since = l.now().Add(-24 * time.Hour)
+		}
+		rowProblems, err = l.checkRecent(ctx, since, progress)
+	}
 	problems = append(problems, rowProblems...)
 	if err != nil {
 		if len(problems) > 0 {
@@ -49,8 +100,9 @@ func (l *Ledger) Check(ctx context.Context) ([]string, error) {
 // checkRows checks the invariants of every run and change, reading the
 // history, the runs and the changes a page at a time: memory holds a page
 // of rows and, per row with history, the status its last entry reached.
-func (l *Ledger) checkRows(ctx context.Context) ([]string, error) {
+func (l *Ledger) checkRows(ctx context.Context, progress func(string, int, int)) ([]string, error) {
 	reached := map[string]string{} // change or run ID → its last entry's status
+	read := 0
 	for page, err := range l.historyPages(ctx, HistoryFilter{}) {
 		if err != nil {
 			return nil, err
@@ -63,42 +115,149 @@ func (l *Ledger) checkRows(ctx context.Context) ([]string, error) {
 				reached[e.RunID] = e.To
 			}
 		}
+		read += len(page)
+		progress("history", read, 0)
 	}
 	var problems []string
 	known := map[string]bool{}
+	read = 0
 	for page, err := range l.runPages(ctx, RunFilter{}) {
 		if err != nil {
 			return problems, err
 		}
 		for _, r := range page {
 			known[r.ID] = true
-			problems = append(problems, runProblems(r)...)
-			if to, ok := reached[r.ID]; ok && to != string(r.Status) && r.Status.Valid() {
-				problems = append(problems, fmt.Sprintf("run %s: %s, but its history ends at %s: a transition was written without its history entry", r.ID, r.Status, to))
-			}
+			problems = append(problems, runProblems(r, reached)...)
 		}
+		read += len(page)
+		progress("runs", read, 0)
 	}
 	now := l.now()
+	changes, _ := l.b.CountChanges(ctx, l.b.DB(), ChangeFilter{}) // for progress only: 0 if it fails
+	read = 0
 	for page, err := range l.changePages(ctx, ChangeFilter{}) {
 		if err != nil {
 			return problems, err
 		}
 		for _, c := range page {
-			problems = append(problems, changeProblems(c, now)...)
+			problems = append(problems, changeProblems(c, now, reached)...)
 			if c.RunID != "" && !known[c.RunID] {
 				problems = append(problems, fmt.Sprintf("change %s: its run %s does not exist", c.ID, c.RunID))
 			}
-			if to, ok := reached[c.ID]; ok && to != string(c.Status) && c.Status.Valid() {
-				problems = append(problems, fmt.Sprintf("change %s: %s, but its history ends at %s: a transition was written without its history entry", c.ID, c.Status, to))
+		}
+		read += len(page)
+		progress("changes", read, changes)
+	}
+	return problems, nil
+}
+
+// checkRecent checks the invariants of the rows the routine check reads:
+// every change and run with a history entry at or after since, and every
+// change still pending, applying or undoing. Each is checked against its
+// own last history entry, read through the history's index by row. It
+// reads the history since since a page at a time; memory holds the IDs
+// of the rows to check.
+func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func(string, int, int)) ([]string, error) {
+	var changeIDs, runIDs []string
+	seen := map[string]bool{}
+	add := func(list *[]string, id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			*list = append(*list, id)
+		}
+	}
+	read := 0
+	for page, err := range l.historyPages(ctx, HistoryFilter{Since: since}) {
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page {
+			add(&changeIDs, e.ChangeID)
+			add(&runIDs, e.RunID)
+		}
+		read += len(page)
+		progress("history", read, 0)
+	}
+	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Pending, Applying, Undoing}}) {
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range page {
+			add(&changeIDs, c.ID)
+		}
+	}
+	db := l.b.DB()
+	var problems []string
+	lastEntry := func(f HistoryFilter) (map[string]string, error) {
+		entries, err := l.b.ListHistory(ctx, db, f)
+		if err != nil {
+			return nil, err
+		}
+		reached := map[string]string{}
+		for _, e := range entries {
+			switch {
+			case e.ChangeID == f.ChangeID && f.ChangeID != "":
+				reached[e.ChangeID] = e.To
+			case e.ChangeID == "" && e.RunID == f.RunID:
+				reached[e.RunID] = e.To
 			}
 		}
+		return reached, nil
+	}
+	runExists := map[string]bool{}
+	for i, id := range runIDs {
+		r, err := l.b.GetRun(ctx, db, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned since its entry
+		}
+		if err != nil {
+			return problems, err
+		}
+		runExists[id] = true
+		reached, err := lastEntry(HistoryFilter{RunID: id})
+		if err != nil {
+			return problems, err
+		}
+		problems = append(problems, runProblems(r, reached)...)
+		progress("runs", i+1, len(runIDs))
+	}
+	now := l.now()
+	for i, id := range changeIDs {
+		c, err := l.b.GetChange(ctx, db, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // pruned since its entry
+		}
+		if err != nil {
+			return problems, err
+		}
+		reached, err := lastEntry(HistoryFilter{ChangeID: id})
+		if err != nil {
+			return problems, err
+		}
+		problems = append(problems, changeProblems(c, now, reached)...)
+		if c.RunID != "" {
+			exists, ok := runExists[c.RunID]
+			if !ok {
+				_, err := l.b.GetRun(ctx, db, c.RunID)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return problems, err
+				}
+				exists = err == nil
+				runExists[c.RunID] = exists
+			}
+			if !exists {
+				problems = append(problems, fmt.Sprintf("change %s: its run %s does not exist", c.ID, c.RunID))
+			}
+		}
+		progress("changes", i+1, len(changeIDs))
 	}
 	return problems, nil
 }
 
 // changeProblems checks one change against the invariants of [Ledger.Check]
-// that concern it alone.
-func changeProblems(c *Change, now time.Time) []string {
+// that concern it alone, and against reached, the status of the last
+// history entry of each row that has one.
+func changeProblems(c *Change, now time.Time, reached map[string]string) []string {
 	var out []string
 	add := func(format string, args ...any) {
 		out = append(out, "change "+c.ID+": "+fmt.Sprintf(format, args...))
@@ -129,11 +288,15 @@ func changeProblems(c *Change, now time.Time) []string {
 	if c.Status == Undone && c.UndoneAt.IsZero() {
 		add("undone without the time it was undone")
 	}
+	if to, ok := reached[c.ID]; ok && to != string(c.Status) {
+		add("%s, but its history ends at %s: a transition was written without its history entry", c.Status, to)
+	}
 	return out
 }
 
-// runProblems checks one run against the invariants of [Ledger.Check].
-func runProblems(r *Run) []string {
+// runProblems checks one run against the invariants of [Ledger.Check],
+// and against reached as changeProblems does.
+func runProblems(r *Run, reached map[string]string) []string {
 	var out []string
 	add := func(format string, args ...any) {
 		out = append(out, "run "+r.ID+": "+fmt.Sprintf(format, args...))
@@ -149,6 +312,9 @@ func runProblems(r *Run) []string {
 		if r.PlanHash == "" {
 			add("holds an undo confirmation digest without the plan digest it is bound to")
 		}
+	}
+	if to, ok := reached[r.ID]; ok && to != string(r.Status) {
+		add("%s, but its history ends at %s: a transition was written without its history entry", r.Status, to)
 	}
 	return out
 }

@@ -87,3 +87,91 @@ func TestCheck_FindsBrokenInvariantsWithoutQuotingDigests(t *testing.T) {
 		t.Error("Check quoted a digest")
 	}
 }
+
+// TestCheckWith_RoutineReadsTheWindowAndTheOpenRows breaks rows in and out
+// of the routine check's window: it reports the rows with a transition
+// since Since and every pending or in-flight row, not the others, which
+// the full check reports.
+func TestCheckWith_RoutineReadsTheWindowAndTheOpenRows(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now().Add(-30 * 24 * time.Hour)
+	now := t0.Add(10 * 24 * time.Hour)
+	l, err := ledger.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), ledger.OpenOptions{Create: true, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b := driver.BackendOf(l)
+	const digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	pending := func(id string, at time.Time) *ledger.Change {
+		return &ledger.Change{ID: id, Action: "set", Status: ledger.Pending, ConfirmHash: digest, CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(time.Minute)}
+	}
+	// Written through the ledger, with their history: two old, one
+	// recent, one recent run.
+	old, recent, sneaky := pending("chg_old", t0), pending("chg_recent", now.Add(-time.Hour)), pending("chg_sneaky", now.Add(-time.Hour))
+	err = l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for _, c := range []*ledger.Change{old, recent, sneaky} {
+			if err := tx.InsertChange(c); err != nil {
+				return err
+			}
+			c.Status, c.ConfirmHash, c.UpdatedAt = ledger.Expired, "", c.CreatedAt.Add(time.Minute)
+			if c.ID != "chg_sneaky" {
+				if err := tx.UpdateChange(c, ledger.Pending); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.InsertRun(&ledger.Run{ID: "run_recent", Status: ledger.RunUndone, ConfirmHash: digest, PlanHash: digest, CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Broken behind the ledger's back.
+	for _, c := range []*ledger.Change{old, recent} {
+		c.ConfirmHash = digest
+		if err := b.UpdateChange(ctx, l.DB(), c, ledger.Expired); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.UpdateChange(ctx, l.DB(), sneaky, ledger.Pending); err != nil { // expired without its entry
+		t.Fatal(err)
+	}
+	if err := b.InsertChange(ctx, l.DB(), &ledger.Change{ID: "chg_tokenless", Action: "set", Status: ledger.Pending, CreatedAt: t0, UpdatedAt: t0, ExpiresAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	oldLine := "change chg_old: expired but still holds a confirmation digest"
+	recentLines := []string{
+		"change chg_recent: expired but still holds a confirmation digest",
+		"change chg_sneaky: expired, but its history ends at pending",
+		"run run_recent: undone but still holds an undo confirmation digest",
+		"change chg_tokenless: pending without a confirmation digest",
+	}
+	stages := map[string]bool{}
+	routine, err := l.CheckWith(ctx, ledger.CheckOptions{Progress: func(stage string, done, total int) { stages[stage] = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(routine, "\n")
+	for _, want := range recentLines {
+		if !strings.Contains(text, want) {
+			t.Errorf("the routine check lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, oldLine) || len(routine) != len(recentLines) {
+		t.Errorf("the routine check read outside its window:\n%s", text)
+	}
+	for _, s := range []string{"file", "history", "runs", "changes"} {
+		if !stages[s] {
+			t.Errorf("the routine check reported no progress for %q (%v)", s, stages)
+		}
+	}
+	for name, opts := range map[string]ledger.CheckOptions{"full": {Full: true}, "a wider window": {Since: t0.Add(-time.Hour)}} {
+		problems, err := l.CheckWith(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := strings.Join(problems, "\n"); !strings.Contains(text, oldLine) || len(problems) != len(recentLines)+1 {
+			t.Errorf("the %s check found:\n%s\nwant the routine's findings and %q", name, text, oldLine)
+		}
+	}
+}

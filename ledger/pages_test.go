@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,8 @@ func TestScans_NeverReadTheWholeLedgerAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Prune lists no rows at all: the backend picks what it deletes by
+	// ID (PrunableChanges, PrunableRuns).
 	scans := []struct {
 		name string
 		run  func() (int, error)
@@ -102,8 +105,12 @@ func TestScans_NeverReadTheWholeLedgerAtOnce(t *testing.T) {
 		if err != nil || n != want[s.name] {
 			t.Fatalf("%s = %d, %v; want %d", s.name, n, err, want[s.name])
 		}
-		if len(b.seen) == 0 {
+		prune := strings.HasPrefix(s.name, "Prune")
+		if len(b.seen) == 0 && !prune {
 			t.Errorf("%s listed nothing", s.name)
+		}
+		if len(b.seen) > 0 && prune {
+			t.Errorf("%s listed rows (%+v): it should pick them by ID", s.name, b.seen)
 		}
 		for _, call := range b.seen {
 			if call.limit <= 0 || call.limit > 500 {

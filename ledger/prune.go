@@ -4,8 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
+
+// DefaultPruneBatch is how many changes one transaction of [Ledger.Prune]
+// deletes when PruneOptions.BatchSize is zero. On SQLite a batch of 1000
+// changes of a few KB each, with their history, takes about 40 ms on the
+// machine of docs/benchmarks.md: what a live server's claims wait at most
+// while a prune runs. Smaller batches barely shorten that wait (each
+// commit costs its sync), and larger ones lengthen it in proportion.
+const DefaultPruneBatch = 1000
 
 // PruneOptions select what Prune deletes.
 type PruneOptions struct {
@@ -13,27 +22,84 @@ type PruneOptions struct {
 	// clock, see [Ledger.Now]) minus OlderThan are deleted. Zero means every eligible row, whatever its age.
 	OlderThan time.Duration
 	// Keep keeps the newest Keep eligible changes whatever their age
-	// (count-based retention).
+	// (count-based retention), newest as [Ledger.Changes] orders them.
 	Keep int
 	// IncludeApplied also deletes applied changes that can no longer be
 	// undone: their operation has no undo, or their undo window closed.
 	IncludeApplied bool
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
-	// BatchSize is how many rows one transaction deletes (default 200), so
-	// that a live server's claims wait at most one short batch.
+	// BatchSize is how many rows one transaction deletes
+	// (DefaultPruneBatch when zero), so that a live server's claims wait
+	// at most one short batch.
 	BatchSize int
-	// Progress, if set, is called after each batch.
+	// Progress, if set, is called after each batch of changes with how
+	// many changes are deleted so far and how many Prune picked.
 	Progress func(deleted, total int)
 	// By names who prunes (e.g. "operator:ann"), for the history entry
 	// each of Prune's transactions appends (see HistoryPruned).
 	By string
 }
 
-// PruneResult lists what Prune deleted (or, on a dry run, would delete).
+// PruneResult lists what Prune deleted (or, on a dry run, would delete),
+// and what became of the space it took.
 type PruneResult struct {
+	// Changes are the IDs of the changes picked, newest first.
 	Changes []string
-	Runs    []string
+	// Runs are the IDs of the runs deleted, newest first.
+	Runs []string
+	// Space is the ledger's size on disk before the prune deleted
+	// anything and after it gave the space back; zero on a dry run and
+	// on a backend that cannot tell.
+	Space Space
+}
+
+// Space is a ledger's size on disk before and after Prune or Vacuum.
+type Space struct {
+	// Before and After are sizes in bytes: on SQLite the file with its
+	// write-ahead log, on PostgreSQL the ledger's tables with their
+	// indexes and TOAST.
+	Before, After int64
+	// Returned reports that the backend gave the space of deleted rows
+	// back to the disk (SQLite with incremental auto-vacuum). When it is
+	// false the space stays with the database, which reuses it for new
+	// rows: a SQLite ledger created before this package set incremental
+	// auto-vacuum (run [Ledger.Vacuum] once), or PostgreSQL, whose files
+	// shrink only with Vacuum (VACUUM FULL).
+	Returned bool
+}
+
+// PruneFilter selects the changes and runs that Prune may delete. It is
+// what Prune hands the backend (see package ledger/driver), which applies
+// it in its query language so that nothing is read row by row.
+type PruneFilter struct {
+	// Statuses are the statuses a change may be deleted in.
+	Statuses []Status
+	// UpdatedBefore: only changes and runs last updated strictly before
+	// it.
+	UpdatedBefore time.Time
+	// Now decides which applied changes can still be undone: one that is
+	// Undoable and whose UndoExpiresAt is zero or after Now is never
+	// selected, and does not count towards Keep.
+	Now time.Time
+	// Keep skips the newest Keep changes that Statuses and Now allow,
+	// whatever their age, newest as ListChanges orders them (CreatedAt,
+	// then ID, descending).
+	Keep int
+	// RunStatuses are the statuses a run may be deleted in.
+	RunStatuses []RunStatus
+}
+
+// A PrunableChange is a change that Prune may delete.
+type PrunableChange struct {
+	ID    string
+	RunID string // "" when it belongs to no run
+}
+
+// A PrunableRun is a run that Prune may delete once it holds no changes.
+type PrunableRun struct {
+	ID      string
+	Changes int // how many changes it holds now
 }
 
 // prunable are the statuses Prune may delete without IncludeApplied. Pending,
@@ -42,99 +108,167 @@ type PruneResult struct {
 var prunable = []Status{Expired, ApplyFailed, Undone, UndoFailed}
 
 // Prune deletes finished changes, and runs left with no changes, as opts
-// select. It deletes in batches, each in its own transaction, and re-checks
-// each row's status as it deletes, so a row that moved on meanwhile is kept.
+// select, and then gives the space they took back to the disk where the
+// backend can (see [Space]).
+//
+// The backend picks the changes in its own query language, reading their
+// IDs, not their rows. Prune then deletes them, the oldest first, in
+// batches of opts.BatchSize, each in its own short transaction that
+// appends a history entry (see [HistoryPruned]) and re-checks each row's
+// status as it deletes, so a row that moved on meanwhile is kept. Runs go
+// last, in batches too, once they hold no changes; then the backend
+// returns the free space, in steps that are short transactions as well.
+// A server using the ledger keeps claiming changes meanwhile: its claims
+// wait at most one batch.
 func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, error) {
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 200
+		opts.BatchSize = DefaultPruneBatch
 	}
 	now := l.now()
-	cutoff := now.Add(-opts.OlderThan)
-	statuses := prunable
+	f := PruneFilter{
+		Statuses:      prunable,
+		UpdatedBefore: now.Add(-opts.OlderThan),
+		Now:           now,
+		Keep:          max(opts.Keep, 0),
+		// A run being undone is never deleted.
+		RunStatuses: []RunStatus{RunOpen, RunUndone, RunPartiallyUndone},
+	}
 	if opts.IncludeApplied {
-		statuses = append(append([]Status(nil), prunable...), Applied)
+		f.Statuses = append(slices.Clip(prunable), Applied)
 	}
 	res := PruneResult{Changes: []string{}, Runs: []string{}}
-	// Pick what to delete a page at a time, newest first: memory holds one
-	// page of rows and the IDs picked, never the whole ledger.
+	picked, err := l.b.PrunableChanges(ctx, l.b.DB(), f)
+	if err != nil {
+		return res, err
+	}
 	gonePerRun := map[string]int{} // the changes picked, by run
-	eligible := 0
-	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: statuses}) {
-		if err != nil {
-			return PruneResult{}, err
+	for _, c := range picked {
+		res.Changes = append(res.Changes, c.ID)
+		if c.RunID != "" {
+			gonePerRun[c.RunID]++
 		}
-		for _, c := range page {
-			if c.Status == Applied && c.Undoable && (c.UndoExpiresAt.IsZero() || now.Before(c.UndoExpiresAt)) {
-				continue // still undoable
-			}
-			if eligible >= opts.Keep && c.UpdatedAt.Before(cutoff) {
-				res.Changes = append(res.Changes, c.ID)
-				if c.RunID != "" {
-					gonePerRun[c.RunID]++
-				}
-			}
-			eligible++
+	}
+	space, reclaim := l.b.(compactor)
+	if !opts.DryRun && reclaim {
+		if res.Space.Before, err = space.Size(ctx); err != nil {
+			return res, err
 		}
 	}
 	if !opts.DryRun {
-		deleted := res.Changes[:0:0]
-		for start := 0; start < len(res.Changes); start += opts.BatchSize {
-			batch := res.Changes[start:min(start+opts.BatchSize, len(res.Changes))]
-			err := l.WithTx(ctx, func(tx *Tx) error {
-				if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d changes", len(batch))); err != nil {
-					return err
-				}
-				_, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
-				return err
-			})
-			if err != nil {
-				return res, err
-			}
-			deleted = append(deleted, batch...)
-			if opts.Progress != nil {
-				opts.Progress(len(deleted), len(res.Changes))
-			}
+		if err := l.deleteChanges(ctx, res.Changes, f.Statuses, opts); err != nil {
+			return res, err
 		}
 	}
 	// A run goes when it is old, not being undone, and left with no
 	// changes: none at all once the changes are deleted, or on a dry run
 	// none but those picked.
-	notUndoing := []RunStatus{RunOpen, RunUndone, RunPartiallyUndone}
-	for page, err := range l.runPages(ctx, RunFilter{Statuses: notUndoing, UpdatedBefore: cutoff}) {
-		if err != nil {
-			return res, err
+	runs, err := l.b.PrunableRuns(ctx, l.b.DB(), f)
+	if err != nil {
+		return res, err
+	}
+	for _, r := range runs {
+		want := 0
+		if opts.DryRun {
+			want = gonePerRun[r.ID]
 		}
-		for _, r := range page {
-			n, err := l.b.CountChanges(ctx, l.b.DB(), ChangeFilter{RunID: r.ID})
-			if err != nil {
-				return res, err
-			}
-			want := 0
-			if opts.DryRun {
-				want = gonePerRun[r.ID]
-			}
-			if n == want {
-				res.Runs = append(res.Runs, r.ID)
-			}
+		if r.Changes == want {
+			res.Runs = append(res.Runs, r.ID)
 		}
 	}
-	if !opts.DryRun && len(res.Runs) > 0 {
-		err := l.WithTx(ctx, func(tx *Tx) error {
-			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d runs left with no changes", len(res.Runs))); err != nil {
-				return err
+	if opts.DryRun {
+		return res, nil
+	}
+	if res.Runs, err = l.deleteRuns(ctx, res.Runs, opts); err != nil {
+		return res, err
+	}
+	if reclaim {
+		if len(res.Changes) > 0 || len(res.Runs) > 0 {
+			if res.Space.Returned, err = space.Reclaim(ctx); err != nil {
+				return res, err
 			}
-			n, err := l.b.DeleteRuns(ctx, tx.tx, res.Runs)
-			if err == nil && n != len(res.Runs) {
-				// A change joined a run meanwhile; report what was deleted.
-				res.Runs, err = l.remainingRuns(ctx, tx, res.Runs)
-			}
-			return err
-		})
-		if err != nil {
+		}
+		if res.Space.After, err = space.Size(ctx); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// deleteChanges deletes the changes ids (listed newest first) whose status
+// is still one of statuses, oldest first, opts.BatchSize to a transaction,
+// reporting progress after each.
+func (l *Ledger) deleteChanges(ctx context.Context, ids []string, statuses []Status, opts PruneOptions) error {
+	deleted := 0
+	for end := len(ids); end > 0; end -= opts.BatchSize {
+		batch := ids[max(end-opts.BatchSize, 0):end]
+		if deleted > 0 {
+			if err := l.yield(ctx); err != nil {
+				return err
+			}
+		}
+		err := l.WithTx(ctx, func(tx *Tx) error {
+			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d changes", len(batch))); err != nil {
+				return err
+			}
+			_, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		deleted += len(batch)
+		if opts.Progress != nil {
+			opts.Progress(deleted, len(ids))
+		}
+	}
+	return nil
+}
+
+// deleteRuns deletes the runs ids that still hold no changes,
+// opts.BatchSize to a transaction, and returns those it deleted: a run a
+// change joined meanwhile is kept.
+func (l *Ledger) deleteRuns(ctx context.Context, ids []string, opts PruneOptions) ([]string, error) {
+	var gone []string
+	for start := 0; start < len(ids); start += opts.BatchSize {
+		batch := ids[start:min(start+opts.BatchSize, len(ids))]
+		if err := l.yield(ctx); err != nil {
+			return gone, err
+		}
+		err := l.WithTx(ctx, func(tx *Tx) error {
+			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d runs left with no changes", len(batch))); err != nil {
+				return err
+			}
+			n, err := l.b.DeleteRuns(ctx, tx.tx, batch)
+			if err != nil {
+				return err
+			}
+			if n == len(batch) {
+				gone = append(gone, batch...)
+				return nil
+			}
+			// A change joined a run meanwhile; report what was deleted.
+			left, err := l.deletedRuns(ctx, tx, batch)
+			gone = append(gone, left...)
+			return err
+		})
+		if err != nil {
+			return gone, err
+		}
+	}
+	if gone == nil {
+		gone = []string{}
+	}
+	return gone, nil
+}
+
+// yield lets other writers in between two of Prune's transactions, as
+// the backend needs it (see driver.Compactor).
+func (l *Ledger) yield(ctx context.Context) error {
+	c, ok := l.b.(compactor)
+	if !ok {
+		return nil
+	}
+	return c.Yield(ctx)
 }
 
 // appendPruneEntry appends the history entry of a prune transaction, before
@@ -145,8 +279,8 @@ func (tx *Tx) appendPruneEntry(by, note string) error {
 	return tx.appendHistory(HistoryEntry{To: HistoryPruned, By: by, Note: note})
 }
 
-// remainingRuns returns the IDs among ids that no longer exist.
-func (l *Ledger) remainingRuns(ctx context.Context, tx *Tx, ids []string) ([]string, error) {
+// deletedRuns returns the IDs among ids that no longer exist.
+func (l *Ledger) deletedRuns(ctx context.Context, tx *Tx, ids []string) ([]string, error) {
 	var out []string
 	for _, id := range ids {
 		_, err := l.b.GetRun(ctx, tx.tx, id)
@@ -157,4 +291,37 @@ func (l *Ledger) remainingRuns(ctx context.Context, tx *Tx, ids []string) ([]str
 		}
 	}
 	return out, nil
+}
+
+// Vacuum rewrites the whole database so that it takes no more space on
+// disk than its rows need, and returns its size before and after. On
+// SQLite it also turns on incremental auto-vacuum, so that every later
+// Prune gives the space it frees back to the disk by itself: a ledger
+// created before this package set it needs one Vacuum for that (Prune
+// reports Space.Returned false until then). On PostgreSQL it runs VACUUM
+// FULL on the ledger's tables.
+//
+// Vacuum holds the database for as long as it runs, proportional to the
+// ledger's size (about 1 s per 100 MB on SQLite on the machine of
+// docs/benchmarks.md): every writer waits for it, on PostgreSQL every
+// reader too, and a SQLite writer of another process that waits longer
+// than its busy timeout fails. It needs free disk space of about the
+// ledger's size. Run it while no server writes, once, or rarely.
+// A backend that cannot vacuum returns an error saying so.
+func (l *Ledger) Vacuum(ctx context.Context) (Space, error) {
+	c, ok := l.b.(compactor)
+	if !ok {
+		return Space{}, &Error{Op: "vacuum", Location: l.b.Location(), Err: errors.New("this ledger's backend cannot vacuum")}
+	}
+	var s Space
+	var err error
+	if s.Before, err = c.Size(ctx); err != nil {
+		return s, err
+	}
+	if err := c.Vacuum(ctx); err != nil {
+		return s, err
+	}
+	s.Returned = true
+	s.After, err = c.Size(ctx)
+	return s, err
 }

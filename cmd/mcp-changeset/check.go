@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -15,16 +17,23 @@ import (
 const defaultStaleAfter = 10 * time.Minute
 
 // CheckCommand checks the ledger: the database's own integrity check, the
-// ledger's invariants (see ledger.Ledger.Check), and changes and runs left
-// in flight for longer than --stale-after. It prints each finding on a line
-// of its own, or "ok", and opens the ledger read-only.
+// ledger's invariants (see ledger.Ledger.CheckWith), and changes and runs
+// left in flight for longer than --stale-after. By default it makes the
+// routine check, whose cost does not grow with the ledger; --full reads
+// all of it. It prints each finding on a line of its own, or "ok", and
+// opens the ledger read-only.
 type CheckCommand struct {
 	main *Main
 
 	ledger     string
 	staleAfter time.Duration
+	since      time.Duration
+	full       bool
 	json       bool
 }
+
+// defaultCheckSince is how far back the routine check reads the history.
+const defaultCheckSince = 24 * time.Hour
 
 // staleRow is a change left applying or undoing, or a run left undoing,
 // longer than --stale-after: most likely a process died while working on
@@ -42,6 +51,7 @@ type staleRow struct {
 // checkReport is the JSON document of check --json.
 type checkReport struct {
 	OK         bool       `json:"ok"`
+	Full       bool       `json:"full"`
 	Problems   []string   `json:"problems"`
 	StaleAfter string     `json:"stale_after"`
 	Stale      []staleRow `json:"stale"`
@@ -52,6 +62,9 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("check", &c.ledger)
 	c.staleAfter = defaultStaleAfter
 	fs.Var(durationFlag{&c.staleAfter}, "stale-after", "report changes and runs in flight for longer than this")
+	c.since = defaultCheckSince
+	fs.Var(durationFlag{&c.since}, "since", "the routine check reads the rows changed in this window")
+	fs.BoolVar(&c.full, "full", false, "read the whole ledger: every page, row and history entry")
 	fs.BoolVar(&c.json, "json", false, "print one JSON document")
 	rest, err := parseArgs(fs, args)
 	if err != nil {
@@ -59,6 +72,11 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err := noArgs(rest); err != nil {
 		return err
+	}
+	sinceSet := false
+	fs.Visit(func(f *flag.Flag) { sinceSet = sinceSet || f.Name == "since" })
+	if c.full && sinceSet {
+		return usagef("give --since or --full, not both: --full reads every row")
 	}
 	target, err := c.main.ledgerTarget(c.ledger)
 	if err != nil {
@@ -77,7 +95,15 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer l.Close()
-	problems, err := l.Check(ctx)
+	opts := ledger.CheckOptions{Full: c.full, Since: c.main.Now().Add(-c.since)}
+	progress := !c.json && isTerminal(c.main.Stderr)
+	if progress {
+		opts.Progress = checkProgress(c.main.Stderr)
+	}
+	problems, err := l.CheckWith(ctx, opts)
+	if progress {
+		fmt.Fprint(c.main.Stderr, "\r\033[K") // clear the progress line
+	}
 	if err != nil {
 		return err
 	}
@@ -102,7 +128,7 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 func (c *CheckCommand) report(location string, lines []string, stale []staleRow, now time.Time) error {
 	if c.json {
 		if err := writeJSON(c.main.Stdout, checkReport{
-			OK: len(lines) == 0 && len(stale) == 0, Problems: append([]string{}, lines...),
+			OK: len(lines) == 0 && len(stale) == 0, Full: c.full, Problems: append([]string{}, lines...),
 			StaleAfter: c.staleAfter.String(), Stale: append([]staleRow{}, stale...),
 		}); err != nil {
 			return err
@@ -130,6 +156,30 @@ func (c *CheckCommand) report(location string, lines []string, stale []staleRow,
 		return errReported
 	}
 	return nil
+}
+
+// checkProgress returns a ledger.CheckOptions.Progress that keeps one
+// line on w (a terminal) saying what check reads, at most ten times a
+// second.
+func checkProgress(w io.Writer) func(stage string, done, total int) {
+	names := map[string]string{"file": "the file's structure", "history": "history entries", "runs": "runs", "changes": "changes"}
+	var last time.Time
+	lastStage := ""
+	return func(stage string, done, total int) {
+		now := time.Now()
+		if stage == lastStage && now.Sub(last) < 100*time.Millisecond && done != total {
+			return
+		}
+		last, lastStage = now, stage
+		switch {
+		case stage == "file":
+			fmt.Fprintf(w, "\r\033[Kchecking %s…", names[stage])
+		case total > 0:
+			fmt.Fprintf(w, "\r\033[Kchecking %s: %d of %d", names[stage], done, total)
+		default:
+			fmt.Fprintf(w, "\r\033[Kchecking %s: %d", names[stage], done)
+		}
+	}
 }
 
 // staleRows lists the changes left applying or undoing and the runs left
@@ -210,11 +260,10 @@ func findingLines(problems []string) []string {
 
 // Usage returns the help text of check.
 func (c *CheckCommand) Usage() string {
-	return `Usage: mcp-changeset check [--stale-after DURATION] [--json]
+	return `Usage: mcp-changeset check [--full | --since D] [--stale-after DURATION] [--json]
 
-Check the ledger: SQLite's integrity and foreign key checks, the file's
-identity (application_id and schema version), and the ledger's own
-invariants:
+Check the ledger: the file's integrity and identity (application_id and
+schema version), and the ledger's own invariants:
 
 	- every change and run has a known status;
 	- only pending changes hold a confirmation digest, and all of them do;
@@ -224,7 +273,19 @@ invariants:
 	  were undone;
 	- every change's run exists;
 	- finished runs hold no undo confirmation digest, and a run holds one
-	  only with the plan digest it is bound to.
+	  only with the plan digest it is bound to;
+	- a change or run with history entries is in the status its last entry
+	  reached.
+
+By default it makes the routine check, whose cost does not grow with the
+ledger: the pages where each of the file's b-trees starts and ends (as
+every command checks when it opens a ledger), the file's identity, and the
+invariants of every change and run with a history entry in the last
+--since (default 24h) and of every change still pending, applying or
+undoing. --full reads the whole ledger instead: SQLite's integrity and
+foreign key checks over every page, then every row and history entry
+(about a minute per GB); run it after a crash or a restore, when another
+command reports a damaged ledger, and now and then (weekly).
 
 It also reports every change left applying or undoing, and every run left
 undoing, whose last update is older than --stale-after: a process most
@@ -232,16 +293,21 @@ likely died while working on it, and nothing will finish it. Check what it
 did to its resource, then close it with "mcp-changeset reconcile".
 
 Prints each finding on a line of its own, or "ok". Findings name rows by
-ID, never a digest. The ledger is opened read-only, and without the
-integrity check that every other command makes when it opens a SQLite
-ledger, so that check can report a damaged file in detail; a file whose
-header or schema cannot be read is still refused.
+ID, never a digest. On a terminal, a progress line is written to stderr.
+The ledger is opened read-only, and without the integrity check that
+every other command makes when it opens a SQLite ledger, so that check can
+report a damaged file in detail; a file whose header or schema cannot be
+read is still refused.
 
 Exit status: 0 when nothing was found; 1 when a problem or a stale change
 or run was found, or on any error.
 
 Options:
 
+	--full           read the whole ledger (every page, row and history
+	                 entry), not only the routine check's part
+	--since D        the routine check's window: rows with a transition
+	                 in the last D (default 24h)
 	--stale-after D  report changes and runs in flight for longer than D
 	                 (default 10m): a Go duration such as 90s, 10m or 2h,
 	                 or days such as 7d or 1d12h
@@ -251,7 +317,8 @@ Options:
 Examples:
 
 	mcp-changeset check
-	mcp-changeset check --stale-after 1h --json
+	mcp-changeset check --full
+	mcp-changeset check --since 7d --stale-after 1h --json
 	MCP_CHANGESET_LEDGER=/var/lib/notes/ledger.db mcp-changeset check || alert
 `
 }

@@ -99,7 +99,7 @@ func TestDamagedLedger_RefusedByEveryCommandCheckReportsItFileUnchanged(t *testi
 				}
 			}
 
-			r := runL(t, path, "check", "--stale-after", "1000d")
+			r := runL(t, path, "check", "--full", "--stale-after", "1000d")
 			if r.code != exitError {
 				t.Fatalf("check of a damaged ledger: %s", r)
 			}
@@ -116,7 +116,7 @@ func TestDamagedLedger_RefusedByEveryCommandCheckReportsItFileUnchanged(t *testi
 			if !strings.Contains(r.stderr, "found in ") || !strings.Contains(r.stderr, "restore it from a backup") {
 				t.Errorf("check's summary: %s", r.stderr)
 			}
-			r = runL(t, path, "check", "--json")
+			r = runL(t, path, "check", "--full", "--json")
 			if r.code != exitError {
 				t.Fatalf("check --json of a damaged ledger: %s", r)
 			}

@@ -29,7 +29,7 @@ func TestCheck_ReportsEachBrokenInvariantOnItsOwnLine(t *testing.T) {
 		"UPDATE runs SET confirm_hash = '"+c+"' WHERE id = '"+f.ids["undone_run"]+"'",
 	)
 	before := readFile(t, f.path)
-	r := runL(t, f.path, "check", "--stale-after", "1000d")
+	r := runL(t, f.path, "check", "--full", "--stale-after", "1000d")
 	if r.code != exitError {
 		t.Fatalf("check of a broken ledger: %s", r)
 	}
@@ -84,7 +84,7 @@ func TestCheck_CorruptFileReportsEachFindingUnchanged(t *testing.T) {
 	if err := writeFile(f.path, data); err != nil {
 		t.Fatal(err)
 	}
-	r := runL(t, f.path, "check")
+	r := runL(t, f.path, "check", "--full")
 	if r.code != exitError || !strings.Contains(r.stderr, "problems found") {
 		t.Fatalf("check of a corrupt file: %s", r)
 	}

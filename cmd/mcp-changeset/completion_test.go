@@ -123,7 +123,7 @@ func TestCompletion_ListsWhatTheCommandsTake(t *testing.T) {
 	}
 	for cmd, want := range map[string][]string{
 		"list": {"action", "by", "json", "ledger", "limit", "run", "since", "status"}, "runs": {"json", "ledger", "limit", "since"},
-		"prune": {"include-applied", "keep", "ledger", "older-than", "older-than-days", "yes"},
+		"prune": {"include-applied", "json", "keep", "ledger", "older-than", "older-than-days", "vacuum", "yes"},
 	} {
 		if !slices.Equal(flags[cmd], want) {
 			t.Errorf("completion of %s flags = %v, want %v", cmd, flags[cmd], want)

@@ -6,7 +6,7 @@
 //
 // A backend is a package of its own that owns its SQL and its migrations
 // (ledger/sqlite and ledger/postgres are the two of this module). It
-// implements [Backend], and optionally [WriteQueue] and
+// implements [Backend], and optionally [WriteQueue], [Compactor] and
 // [ErrorInterpreter], and calls [Register] from its init so that
 // [ledger.Open] reaches it by the scheme of a target:
 //
@@ -120,6 +120,19 @@ type Backend interface {
 	// to any more and reports how many it deleted.
 	DeleteRuns(ctx context.Context, q Querier, ids []string) (int, error)
 
+	// PrunableChanges returns the changes f selects (see
+	// ledger.PruneFilter), newest first as ListChanges orders them, with
+	// no more of each than its ID and its run. It must select them in
+	// the database's own query language, through an index on the time of
+	// the last update where the database has one, and never read every
+	// row of the ledger with its payload: Prune calls it on ledgers of
+	// millions of changes.
+	PrunableChanges(ctx context.Context, q Querier, f ledger.PruneFilter) ([]ledger.PrunableChange, error)
+	// PrunableRuns returns the runs in one of f.RunStatuses last updated
+	// strictly before f.UpdatedBefore, newest first, each with the number
+	// of changes it holds.
+	PrunableRuns(ctx context.Context, q Querier, f ledger.PruneFilter) ([]ledger.PrunableRun, error)
+
 	// GetMeta reads a value the library keeps beside the rows (e.g. the
 	// server key for sealed request state); ok is false when it is unset.
 	GetMeta(ctx context.Context, q Querier, key string) (value []byte, ok bool, err error)
@@ -137,6 +150,11 @@ type Backend interface {
 	// Check runs the database's own integrity check and returns one line per
 	// problem it finds (none when the database is sound).
 	Check(ctx context.Context) ([]string, error)
+	// CheckRoutine is the routine check: what of Check can be checked at a
+	// cost that does not grow with the ledger (for SQLite, the open-time
+	// check of the pages where each b-tree starts and ends, and the
+	// file's identity).
+	CheckRoutine(ctx context.Context) ([]string, error)
 }
 
 // WriteQueue is implemented by backends whose database takes one writer at
@@ -150,6 +168,33 @@ type WriteQueue interface {
 	// busy timeout (then it fails with an error wrapping ledger.ErrBusy),
 	// and returns the function that ends the turn.
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
+}
+
+// Compactor is implemented by backends that can give the space of deleted
+// rows back to the disk. Ledger.Prune calls Yield between its
+// transactions and Reclaim after it deletes, and Ledger.Vacuum calls
+// Vacuum.
+type Compactor interface {
+	// Yield is called between two of Prune's write transactions, to let
+	// the writers of other processes in: a database that takes one
+	// writer at a time, whose waiting writers poll its lock, needs a gap
+	// (SQLite), and one whose writers wait in line needs none.
+	Yield(ctx context.Context) error
+	// Size returns how many bytes the ledger takes on disk.
+	Size(ctx context.Context) (int64, error)
+	// Reclaim gives the space of deleted rows back to the disk as far as
+	// it can while other writers go on: in steps that are each a short
+	// write transaction (taking the process's write turn, see
+	// WriteQueue, where the backend has one). It reports whether the
+	// space went back to the disk; false means the database keeps it for
+	// new rows, until Vacuum.
+	Reclaim(ctx context.Context) (returned bool, err error)
+	// Vacuum rewrites the database whole so that it takes no more space
+	// than its rows need, holding off other writers (and, where the
+	// database needs to, readers) while it runs. On SQLite it also
+	// switches the file to incremental auto-vacuum, so that Reclaim
+	// returns space from then on.
+	Vacuum(ctx context.Context) error
 }
 
 // ErrorInterpreter is implemented by backends that can map their database

@@ -22,6 +22,12 @@ func exercisePrune(t *testing.T, h Harness) {
 		{"DryRunDeletesNothing", testPruneDryRun},
 		{"DeletesInBatchesAndReportsProgress", testPruneBatches},
 		{"ReadsTheLedgerPageByPage", testPrunePages},
+		{"AgeIsTheTimeOfTheLastUpdate", testPruneLastUpdate},
+		{"KeepCountsOnlyWhatMayGo", testPruneKeepEligible},
+		{"KeepBreaksTiesOnCreationTimeByID", testPruneKeepTies},
+		{"ARowThatMovesOnMeanwhileIsKept", testPruneMovedOn},
+		{"RunsGoInBatchesToo", testPruneRunBatches},
+		{"ReportsTheSpaceAndVacuumKeepsEveryRow", testPruneSpace},
 	})
 }
 
@@ -253,8 +259,11 @@ func testPruneDryRun(t *testing.T, h Harness) {
 	}
 	slices.Sort(dry.Changes)
 	slices.Sort(done.Changes)
-	if !reflect.DeepEqual(dry, done) || len(done.Changes) != 2 || len(done.Runs) != 1 {
+	if !reflect.DeepEqual(dry.Changes, done.Changes) || !reflect.DeepEqual(dry.Runs, done.Runs) || len(done.Changes) != 2 || len(done.Runs) != 1 {
 		t.Errorf("dry run %+v, real run %+v: want the same two changes and one run", dry, done)
+	}
+	if dry.Space != (ledger.Space{}) {
+		t.Errorf("a dry run reported space %+v, want none", dry.Space)
 	}
 }
 
@@ -329,4 +338,174 @@ func testPrunePages(t *testing.T, h Harness) {
 	if err != nil || len(runs) != 2 {
 		t.Errorf("runs left: %d, %v; want run_a and run_b", len(runs), err)
 	}
+}
+
+// testPruneLastUpdate prunes by the time of a change's last update, not
+// of its creation.
+func testPruneLastUpdate(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	touched := addAged(t, l, "chg_touched", ledger.Undone, t0)
+	touched.UpdatedAt = t0.Add(50 * day) // created long ago, undone lately
+	if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), touched, ledger.Undone); err != nil {
+		t.Fatal(err)
+	}
+	addAged(t, l, "chg_old", ledger.Undone, t0.Add(10*day))
+	clk.Set(t0.Add(60 * day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 30 * day})
+	if err != nil || !sameIDs(res.Changes, "chg_old") {
+		t.Errorf("Prune(older than 30 days) = %v, %v; want chg_old only (chg_touched was updated 10 days ago)", res.Changes, err)
+	}
+}
+
+// testPruneKeepEligible checks that Keep counts only the changes Prune
+// may delete: an applied change still within its undo window is neither
+// deleted nor counted, even when it is the newest.
+func testPruneKeepEligible(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	now := t0.Add(100 * day)
+	for i := range 3 {
+		addAged(t, l, fmt.Sprintf("chg_%d", i), ledger.Applied, t0.Add(time.Duration(i)*day)) // no undo: may go
+	}
+	open := addAged(t, l, "chg_3", ledger.Applied, t0.Add(3*day))
+	open.Undoable, open.UndoHash, open.UndoExpiresAt = true, "undo", now.Add(day)
+	if err := driver.BackendOf(l).UpdateChange(ctx, l.DB(), open, ledger.Applied); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(now)
+	res, err := l.Prune(ctx, ledger.PruneOptions{Keep: 1, IncludeApplied: true})
+	if err != nil || !reflect.DeepEqual(res.Changes, []string{"chg_1", "chg_0"}) {
+		t.Errorf("Prune(keep 1, include applied) = %v, %v; want [chg_1 chg_0]: chg_3 can still be undone, chg_2 is the one kept", res.Changes, err)
+	}
+	if got := left(t, l); !slices.Equal(got, []string{"chg_2", "chg_3"}) {
+		t.Errorf("left %v, want chg_2 chg_3", got)
+	}
+}
+
+// testPruneKeepTies checks that Keep orders changes created in the same
+// microsecond by ID, as ListChanges does, and that Prune lists what it
+// picks in that order, newest first.
+func testPruneKeepTies(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	for _, id := range []string{"chg_b", "chg_d", "chg_a", "chg_c"} {
+		addAged(t, l, id, ledger.Expired, t0)
+	}
+	clk.Set(t0.Add(day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{Keep: 2, DryRun: true})
+	if err != nil || !reflect.DeepEqual(res.Changes, []string{"chg_b", "chg_a"}) {
+		t.Errorf("Prune(keep 2) = %v, %v; want [chg_b chg_a] (chg_d and chg_c are the newest by ID)", res.Changes, err)
+	}
+	all, err := l.Changes(ctx, ledger.ChangeFilter{Limit: 2})
+	if err != nil || len(all) != 2 || all[0].ID != "chg_d" || all[1].ID != "chg_c" {
+		t.Errorf("Changes(limit 2) = %v, %v: Keep must keep what the listing shows first", all, err)
+	}
+}
+
+// testPruneMovedOn moves a change Prune picked to another status while
+// Prune deletes an earlier batch: Prune keeps it.
+func testPruneMovedOn(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	for i := range 4 {
+		addAged(t, l, fmt.Sprintf("chg_%d", i), ledger.Applied, t0.Add(time.Duration(i)*time.Second)) // no undo
+	}
+	clk.Set(t0.Add(10 * day))
+	batches := 0
+	res, err := l.Prune(ctx, ledger.PruneOptions{IncludeApplied: true, BatchSize: 2, Progress: func(deleted, total int) {
+		batches++
+		if batches > 1 {
+			return
+		}
+		// The oldest go first: chg_3, the newest, is in the second
+		// batch. A claim moves it on, as an undo would.
+		if err := step(ctx, l, "chg_3", ledger.Applied, ledger.Undoing, nil); err != nil {
+			t.Error(err)
+		}
+	}})
+	if err != nil || len(res.Changes) != 4 || batches != 2 {
+		t.Fatalf("Prune = %v, %v in %d batches; want 4 picked in 2", res.Changes, err, batches)
+	}
+	if got := left(t, l); !slices.Equal(got, []string{"chg_3"}) {
+		t.Errorf("left %v, want chg_3, which moved to undoing before its batch", got)
+	}
+	if c := mustGet(t, l, "chg_3"); c.Status != ledger.Undoing {
+		t.Errorf("chg_3 is %s, want undoing", c.Status)
+	}
+}
+
+// testPruneRunBatches deletes more runs than a batch, each batch in a
+// transaction of its own with its history entry.
+func testPruneRunBatches(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	ids := []string{"run_1", "run_2", "run_3", "run_4", "run_5"}
+	insertRuns(t, l, ids...)
+	clk.Set(t0.Add(day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{BatchSize: 2, By: "operator:dan"})
+	if err != nil || !sameIDs(res.Runs, ids...) {
+		t.Fatalf("Prune = %v, %v; want every empty run", res.Runs, err)
+	}
+	if runs, err := l.Runs(ctx, ledger.RunFilter{}); err != nil || len(runs) != 0 {
+		t.Errorf("runs left: %d, %v", len(runs), err)
+	}
+	entries, err := l.History(ctx, ledger.HistoryFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range entries {
+		if e.To == ledger.HistoryPruned {
+			notes = append(notes, e.Note)
+		}
+	}
+	want := []string{"pruned up to 2 runs left with no changes", "pruned up to 2 runs left with no changes", "pruned up to 1 runs left with no changes"}
+	if !slices.Equal(notes, want) {
+		t.Errorf("prune entries %q, want %q", notes, want)
+	}
+}
+
+// testPruneSpace checks what Prune reports of the space on a backend that
+// can tell, and that Vacuum keeps every row.
+func testPruneSpace(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	insertRuns(t, l, "run_1")
+	insertExpired(t, l, 300, "%03d", func(i int) string { return "run_1" })
+	clk.Set(t0.Add(day))
+	res, err := l.Prune(ctx, ledger.PruneOptions{Keep: 100})
+	if err != nil || len(res.Changes) != 200 {
+		t.Fatalf("Prune = %d changes, %v; want 200", len(res.Changes), err)
+	}
+	_, compacts := driver.BackendOf(l).(driver.Compactor)
+	if compacts && (res.Space.Before <= 0 || res.Space.After <= 0) {
+		t.Errorf("Prune reported the space %+v; want both sizes", res.Space)
+	}
+	if !compacts {
+		if res.Space != (ledger.Space{}) {
+			t.Errorf("a backend that cannot tell reported the space %+v", res.Space)
+		}
+		return
+	}
+	kept := left(t, l)
+	space, err := l.Vacuum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if space.Before <= 0 || space.After <= 0 || !space.Returned {
+		t.Errorf("Vacuum = %+v; want both sizes, returned", space)
+	}
+	if got := left(t, l); !slices.Equal(got, kept) {
+		t.Errorf("after Vacuum %d changes are left, want the %d kept", len(got), len(kept))
+	}
+	if problems, err := driver.BackendOf(l).Check(ctx); err != nil || len(problems) != 0 {
+		t.Errorf("the backend's Check after Vacuum = %q, %v", problems, err)
+	}
+	// The ledger works on: another prune, and a write.
+	res, err = l.Prune(ctx, ledger.PruneOptions{})
+	if err != nil || len(res.Changes) != 100 {
+		t.Errorf("Prune after Vacuum = %d changes, %v; want 100", len(res.Changes), err)
+	}
+	insertChanges(t, l, pendingChange("chg_new", t0.Add(day)))
 }

@@ -100,7 +100,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
-	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_open changes_run_created_id ledger_history ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
+	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_finished changes_open changes_run_created_id ledger_history ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
 	}

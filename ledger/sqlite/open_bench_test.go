@@ -26,7 +26,7 @@ import (
 
 // benchLedger returns the path of a closed, checkpointed ledger holding n
 // changes, building it with one INSERT loop in one transaction.
-func benchLedger(b *testing.B, n int) string {
+func benchLedger(b testing.TB, n int) string {
 	b.Helper()
 	dir := os.Getenv("CHANGESET_BENCH_LEDGERS")
 	if dir == "" {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -129,4 +132,57 @@ func structuralWalk(t testing.TB, path string) (*structure, int) {
 		t.Fatal(err)
 	}
 	return s, int(s.pageCount)
+}
+
+// TestStructuralCheck_ReadsAFewPagesBelowEachRoot builds a ledger of small
+// pages, whose changes table's root points to more pages than the
+// structural check reads below a root, and checks that it reads at most
+// maxSpread of them: what it reads does not grow with the file.
+func TestStructuralCheck_ReadsAFewPagesBelowEachRoot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	raw := rawDB(t, path)
+	exec(t, raw, "PRAGMA page_size = 512", "PRAGMA journal_mode = WAL")
+	raw.Close()
+	b, err := Open(ctx, path, ledger.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.BeginWrite(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		c := fullChange(fmt.Sprintf("chg_%020d", i), t0.Add(time.Duration(i)*time.Second))
+		if err := b.InsertChange(ctx, tx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db := rawDB(t, path)
+	var below int
+	err = db.QueryRow(`SELECT count(*) FROM dbstat WHERE name = 'changes' AND path GLOB '/[0-9a-f][0-9a-f][0-9a-f]/'`).Scan(&below)
+	db.Close()
+	if err != nil || below <= maxSpread {
+		t.Fatalf("the changes table's root points to %d pages (%v), want more than %d for this test", below, err, maxSpread)
+	}
+	s, count := structuralWalk(t, path)
+	if s.widest > maxSpread {
+		t.Errorf("the structural check read %d pages of one level, want at most %d", s.widest, maxSpread)
+	}
+	t.Logf("the root points to %d pages; the check read %d of %d pages, at most %d of one level", below, s.pagesRead, count, s.widest)
+}
+
+func TestSpreadOut(t *testing.T) {
+	t.Parallel()
+	pages := []uint32{10, 11, 12, 13, 14, 15, 16}
+	for n, want := range map[int][]uint32{2: {10, 16}, 3: {10, 13, 16}, 4: {10, 12, 14, 16}, 7: pages, 9: pages} {
+		if got := spreadOut(pages, n); !slices.Equal(got, want) {
+			t.Errorf("spreadOut(%v, %d) = %v, want %v", pages, n, got, want)
+		}
+	}
 }

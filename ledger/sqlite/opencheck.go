@@ -34,7 +34,7 @@ import (
 
 // fullCheckMaxBytes is the size up to which CheckAuto runs the full
 // quick_check: about 50 ms on the machine of docs/reliability.md.
-const fullCheckMaxBytes = 64 << 20
+const fullCheckMaxBytes = 8 << 20
 
 // headerSize is the size of the SQLite database header at the start of
 // page 1.

@@ -9,25 +9,32 @@ import (
 )
 
 // checkStructure is the open-time check of a ledger too large to read
-// whole: it reads, through SQLite's pager (so pages still in the
-// write-ahead log count), the pages that hold a b-tree together and leaves
-// out the leaves that hold the rows:
+// whole. It reads, through SQLite's pager (so pages still in the
+// write-ahead log count), a number of pages that does not grow with the
+// file: the pages where each b-tree starts and ends, which every read
+// and write of it goes through, and none of the rows in between:
 //
-//   - every page of every b-tree (the schema table, every table and index)
-//     above the leaf level, each checked as quick_check checks a page: its
-//     type matches its tree, its header, cell pointers, freeblocks and
-//     child pointers stay inside the page and the file, rowid keys
-//     ascend, all leaves of a tree lie at one depth, and no page is
-//     claimed twice;
-//   - the first and the last leaf of every tree, where the oldest and the
-//     newest rows are;
-//   - every trunk page of the freelist, whose count must match the
-//     header's.
+//   - of every b-tree (the schema table, every table and index): its root
+//     page, up to maxSpread pages of the level below the root spread
+//     from its first to its last (only the first and the last when they
+//     are leaves), and from there the first and the last page of every
+//     level down to the leaves (the
+//     path to the oldest and to the newest rows), each checked as
+//     quick_check checks a page: its type matches its tree, its header,
+//     cell pointers, freeblocks and child pointers stay inside the page
+//     and the file, rowid keys ascend, the first and the last leaf lie at
+//     one depth, and no page is claimed twice;
+//   - the first maxTrunks trunk pages of the freelist, and, when the
+//     freelist ends within them, that its count matches the header's.
 //
-// On a ledger of 1 KB changes that is about 1% of the pages. A damaged
-// leaf in the middle of a tree, an overflow page, or a value altered
-// inside a well-formed page are not seen: reading them later fails with
-// SQLITE_CORRUPT, which interpretError turns into ledger.ErrCorrupt.
+// That is at most maxSpread pages and two per level for each tree, about
+// a hundred in all, whatever the size of the file (docs/benchmarks.md
+// gives the figures). Damage elsewhere, in a leaf in the middle of a
+// tree, an interior page off the edges and off those read below the
+// root, an overflow page, or a value
+// altered inside a well-formed page, is not seen: reading it later fails
+// with SQLITE_CORRUPT, which interpretError turns into ledger.ErrCorrupt,
+// and mcp-changeset check reports it.
 func (b *Backend) checkStructure(ctx context.Context, db *sql.DB) error {
 	_, err := b.walkStructure(ctx, db)
 	return err
@@ -36,7 +43,9 @@ func (b *Backend) checkStructure(ctx context.Context, db *sql.DB) error {
 // walkStructure is checkStructure, returning the finished walk so that
 // tests and benchmarks can see how many pages it read.
 func (b *Backend) walkStructure(ctx context.Context, db *sql.DB) (*structure, error) {
-	tx, err := db.BeginTx(ctx, nil)
+	// A read-only transaction begins with a plain BEGIN, whatever the
+	// pool's _txlock: it takes no write lock.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, b.interpretError("open", err)
 	}
@@ -73,6 +82,7 @@ type structure struct {
 	trees     []tree
 	claimed   []uint64 // bit set of the pages a tree or the freelist holds
 	pagesRead int
+	widest    int // the most pages read of one level of one tree
 }
 
 // load reads the page geometry, page 1 and the list of b-trees.
@@ -180,56 +190,118 @@ func (s *structure) claim(p uint32, what string) error {
 	return nil
 }
 
-// walk checks the tree's pages above its leaves and its first and last
-// leaf, level by level.
+// maxDepth bounds the depth of a b-tree: SQLite's own bound is 20.
+const maxDepth = 40
+
+// maxSpread bounds how many pages of the level below a root
+// checkStructure reads.
+const maxSpread = 16
+
+// spreadOut returns at most n of pages, spread evenly from the first to
+// the last, in order.
+func spreadOut(pages []uint32, n int) []uint32 {
+	if len(pages) <= n {
+		return pages
+	}
+	out := make([]uint32, n)
+	for i := range n {
+		out[i] = pages[i*(len(pages)-1)/(n-1)]
+	}
+	return out
+}
+
+// walk checks the tree's root, the whole level below it, and the first
+// and the last page of each level further down.
 func (s *structure) walk(t tree) error {
 	if err := s.claim(t.root, "the schema entry of "+t.name); err != nil {
 		return err
 	}
-	level := []uint32{t.root}
-	for depth := 0; ; depth++ {
-		if depth > 40 {
-			return s.b.corrupt("b-tree %s is more than 40 levels deep", t.name)
+	pages, err := s.read([]uint32{t.root})
+	if err != nil {
+		return err
+	}
+	children, err := s.checkPage(t, t.root, pages[0])
+	if err != nil || children == nil {
+		return err // a tree of one page, or damage
+	}
+	// The level below the root: every page the root points to is
+	// claimed; up to maxSpread of them, spread evenly from the first to
+	// the last, are read if they are interior pages, only the first and
+	// the last if they are the leaves (all pages of a level are leaves if
+	// the first is: the check below refuses a mix).
+	for _, c := range children {
+		if err := s.claim(c, "a page of "+t.name); err != nil {
+			return err
 		}
-		pages, err := s.read(level[:1])
+	}
+	if pages, err = s.read(children[:1]); err != nil {
+		return err
+	}
+	spread := maxSpread
+	if isLeaf(pages[0], children[0]) {
+		spread = 2
+	}
+	children = spreadOut(children, spread)
+	s.widest = max(s.widest, len(children))
+	more, err := s.read(children[1:])
+	if err != nil {
+		return err
+	}
+	pages = append(pages, more...)
+	var first, last []uint32 // the children of the level's first and last page
+	leaves := 0
+	for i, d := range pages {
+		kids, err := s.checkPage(t, children[i], d)
 		if err != nil {
 			return err
 		}
-		rest := level[1:]
-		if isLeaf(pages[0], level[0]) && len(level) > 2 {
-			// All pages of a level are leaves if the first is (the
-			// check below refuses a mix): read only the last.
-			level, rest = []uint32{level[0], level[len(level)-1]}, level[len(level)-1:]
+		if kids == nil {
+			leaves++
 		}
-		more, err := s.read(rest)
-		if err != nil {
-			return err
+		if i == 0 {
+			first = kids
 		}
-		pages = append(pages, more...)
-		var next []uint32
-		leaves := 0
-		for i, d := range pages {
-			children, err := s.checkPage(t, level[i], d)
-			if err != nil {
+		if i == len(pages)-1 {
+			last = kids
+		}
+	}
+	if leaves == len(pages) {
+		return nil
+	}
+	if leaves > 0 {
+		return s.b.corrupt("b-tree %s has leaves at different depths (level 1 mixes leaf and interior pages)", t.name)
+	}
+	// Further down, the edges: the first child of the first page and the
+	// last child of the last page, level by level.
+	for depth := 2; ; depth++ {
+		if depth > maxDepth {
+			return s.b.corrupt("b-tree %s is more than %d levels deep", t.name, maxDepth)
+		}
+		edge := []uint32{first[0], last[len(last)-1]}
+		if edge[0] == edge[1] {
+			return s.b.corrupt("b-tree %s: two pages of level %d point to the same page %d", t.name, depth-1, edge[0])
+		}
+		for _, p := range edge {
+			if err := s.claim(p, "a page of "+t.name); err != nil {
 				return err
 			}
-			if children == nil {
-				leaves++
-			}
-			next = append(next, children...)
 		}
-		if leaves == len(pages) {
+		pages, err := s.read(edge)
+		if err != nil {
+			return err
+		}
+		if first, err = s.checkPage(t, edge[0], pages[0]); err != nil {
+			return err
+		}
+		if last, err = s.checkPage(t, edge[1], pages[1]); err != nil {
+			return err
+		}
+		switch {
+		case first == nil && last == nil:
 			return nil
+		case first == nil || last == nil:
+			return s.b.corrupt("b-tree %s has leaves at different depths (its first and last pages of level %d)", t.name, depth)
 		}
-		if leaves > 0 {
-			return s.b.corrupt("b-tree %s has leaves at different depths (level %d mixes leaf and interior pages)", t.name, depth)
-		}
-		for _, c := range next {
-			if err := s.claim(c, "a page of "+t.name); err != nil {
-				return err
-			}
-		}
-		level = next
 	}
 }
 
@@ -339,13 +411,26 @@ func (s *structure) checkPage(t tree, pgno uint32, d []byte) ([]uint32, error) {
 	return append(children, binary.BigEndian.Uint32(d[h+8:])), nil
 }
 
-// freelist checks the freelist's trunk pages and that the pages they list
-// add up to the header's count of free pages.
+// maxTrunks bounds the freelist trunk pages checkStructure reads: each
+// lists up to about a thousand free pages, so a freelist of more than
+// maxTrunks trunks (a file with more than 60 MB free) is checked only in
+// part.
+const maxTrunks = 16
+
+// freelist checks the freelist's first maxTrunks trunk pages and, when
+// the freelist ends within them, that the pages they list add up to the
+// header's count of free pages.
 func (s *structure) freelist() error {
 	trunk := binary.BigEndian.Uint32(s.page1[32:])
 	want := binary.BigEndian.Uint32(s.page1[36:])
+	if want >= s.pageCount {
+		return s.b.corrupt("the header counts %d free pages in a file of %d pages", want, s.pageCount)
+	}
 	var seen uint32
 	for n := 0; trunk != 0; n++ {
+		if n == maxTrunks {
+			return nil // the rest is read when SQLite needs it
+		}
 		if err := s.claim(trunk, "the freelist"); err != nil {
 			return err
 		}

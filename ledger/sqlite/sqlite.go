@@ -52,7 +52,7 @@ const ApplicationID int32 = 0x4D434353
 
 // SchemaVersion is the PRAGMA user_version of a ledger whose schema is
 // current for this package.
-const SchemaVersion = 8
+const SchemaVersion = 10
 
 // Connection pool limits. SQLite in WAL mode serves many readers at once
 // while writers queue on the file's write lock (BEGIN IMMEDIATE), so the
@@ -140,6 +140,11 @@ func open(ctx context.Context, path string, opts ledger.OpenOptions, fullCheckLi
 	fresh, err := b.preflight(opts)
 	if err != nil {
 		return nil, err
+	}
+	if fresh {
+		if err := b.initAutoVacuum(ctx, timeout); err != nil {
+			return nil, err
+		}
 	}
 	if !fresh {
 		// Decide on a read-only connection, before anything can write
