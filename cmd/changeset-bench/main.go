@@ -31,6 +31,16 @@
 //
 //	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL]
 //	changeset-bench --mcp [--quick] [--dir DIR] [--json FILE] [--mcp-profile FILE]
+//	changeset-bench --scale N [--scale-base M] [--dir DIR] [--json FILE] [--postgres URL]
+//
+// With --scale it builds two ledgers of a realistic mix through package
+// ledger's API, of M (10,000 by default) and N changes, and times the
+// dashboard's pages, opening and lookups in this process and
+// mcp-changeset's commands (list --by and --action, expire, check,
+// prune) as processes on both, the smaller first for each row, and
+// prints a markdown table with the ratio of the two: SQLite always,
+// PostgreSQL too with --postgres (a fresh schema per ledger, dropped at
+// the end).
 //
 // --quick takes about 20 seconds, the default about a minute (more with
 // --postgres). docs/benchmarks.md explains the figures.
@@ -75,6 +85,7 @@ type options struct {
 	jsonPath             string
 	skipMedia, skipProcs bool
 	mcp                  mcpOptions
+	scale                scaleOptions
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -98,16 +109,25 @@ func parseFlags(args []string) (*options, error) {
 	mcpTransports := fs.String("mcp-transports", "stdio,http", "with --mcp: transports, stdio and/or http (Streamable HTTP on loopback)")
 	mcpExamples := fs.String("mcp-examples", "settings,tickets", "with --mcp: the examples to run (settings: ordinary operation; tickets: transactional)")
 	fs.StringVar(&o.mcp.profile, "mcp-profile", "", "with --mcp: also write a CPU profile of an in-process settings server under one client's load to `FILE`")
+	fs.IntVar(&o.scale.N, "scale", 0, "build ledgers of `N` changes and of --scale-base changes through the ledger's API and time the pages and commands on both (see docs/benchmarks.md)")
+	fs.IntVar(&o.scale.Base, "scale-base", 10000, "with --scale: the size N is compared with")
+	fs.StringVar(&o.scale.CLI, "cli", "", "with --scale: the mcp-changeset binary to time (default: built from the module with go build)")
+	fs.BoolVar(&o.scale.Keep, "keep-ledgers", false, "with --scale: keep the ledgers (and PostgreSQL schemas) instead of deleting them")
+	fs.IntVar(&o.scale.MaxRuns, "scale-runs", 25, "with --scale: time each quick row at most this many times (the median is reported)")
+	fs.Uint64Var(&o.scale.Seed, "scale-seed", 1, "with --scale: the seed of the ledgers' contents (the same seed builds the same ledgers)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: changeset-bench [flags]\n\nMeasure the changeset ledger against the disk's own commit rate.\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExamples:\n  changeset-bench --quick\n  changeset-bench --json bench.json\n  changeset-bench --mcp --quick --mcp-profile mcp.pprof\n  changeset-bench --postgres 'postgres://bench@localhost/bench' --skip-cycles\n")
+		fmt.Fprintf(fs.Output(), "\nExamples:\n  changeset-bench --quick\n  changeset-bench --json bench.json\n  changeset-bench --mcp --quick --mcp-profile mcp.pprof\n  changeset-bench --postgres 'postgres://bench@localhost/bench' --skip-cycles\n  changeset-bench --scale 100000 --json scale.json\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.scale.N != 0 && o.mcp.on {
+		return nil, fmt.Errorf("--scale and --mcp measure different things; run them one at a time")
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -167,6 +187,9 @@ func run(ctx context.Context, args []string) error {
 		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges},
 	}
 	prog := newProgress(os.Stderr)
+	if o.scale.N > 0 {
+		return scaleMain(ctx, o, args, prog)
+	}
 	if o.mcp.on {
 		r.Settings.MCP = &o.mcp
 		err = mcpPhases(ctx, o, r, prog)

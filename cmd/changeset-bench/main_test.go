@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 )
 
 // TestMain lets the test binary stand in for the command's workers, which
@@ -17,7 +19,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(workerMain(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.Stop()
+	os.Exit(code)
 }
 
 func TestRun_ShortMeasurementWritesTableAndJSON(t *testing.T) {
