@@ -429,21 +429,22 @@ const invalidUTF8 = "the remote said \xff\xfe\x00 and hung up"
 // The cases:
 //   - "error": an ordinary operation's Undo returns a plain error. The
 //     agent (and the report) sees its type name; the ledger keeps its full
-//     text, the bad bytes replaced. Verified against finish.go, markFailed:
-//     c.ErrorType, c.Error = typeName(cause), storableText(cause.Error())
-//     With storableText removed the stored text keeps the bad bytes
+//     text, the bad bytes replaced. Verified against
+//     internal/pipeline/finish.go, markFailed:
+//     c.ErrorType, c.Error = f.Type, StorableText(cause.Error())
+//     With StorableText removed the stored text keeps the bad bytes
 //     (SQLite) or cannot be stored at all (PostgreSQL) and the test fails;
 //     and against errors.go, agentText's last line, return typeName(err):
 //     with err.Error() instead the report cannot be stored and the test
 //     fails.
 //   - "error_tx": the same from a transactional operation's Undo, recorded by
-//     runHost.RecordFailure (which stores the report's reason, built from
+//     the pipeline's runHost.RecordFailure (which stores the report's reason, built from
 //     agentText, not the full text).
 //   - "refusal" and "refusal_tx": the Undo returns changeset.Refuse, whose
 //     message is meant for the agent: agentText cleans it, so the report
-//     stores, and runHost.RecordFailure stores it cleaned (verified
-//     against errors.go agentText's storableText and finish.go
-//     markFailed's storableText(cause.Error())).
+//     stores, and the pipeline's runHost.RecordFailure stores it cleaned
+//     (verified against errors.go agentText's pipeline.StorableText and
+//     internal/pipeline/finish.go markFailed's StorableText(cause.Error())).
 func TestRunFail_InvalidUTF8InAnUndoErrorCannotFailTheRun(t *testing.T) {
 	cases := []struct {
 		name, op string

@@ -12,7 +12,7 @@ import (
 
 // A claimed apply or undo ends in the ledger here: finish records its
 // outcome, recordFailure its failure (and markFailed how), both retried
-// through a busy ledger by RetryBusy.
+// through a busy ledger by retryBusy.
 
 // finish records the outcome of a claimed apply or undo: it moves c from
 // the in-flight status from to c.Status with the fields update sets. It
@@ -22,7 +22,7 @@ import (
 func (e *Engine) finish(ctx context.Context, c *ledger.Change, from ledger.Status, by string) error {
 	ctx = context.WithoutCancel(ctx)
 	c.UpdatedAt = e.Now()
-	err := e.RetryBusy(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
+	err := e.retryBusy(ctx, func(tx *ledger.Tx) error { return tx.UpdateChange(c, from) })
 	if err == nil {
 		e.Host.Transition(ctx, c, from, by)
 		return nil
@@ -32,14 +32,14 @@ func (e *Engine) finish(ctx context.Context, c *ledger.Change, from ledger.Statu
 	return err
 }
 
-// busyAttempts is how often RetryBusy tries a transaction.
+// busyAttempts is how often retryBusy tries a transaction.
 const busyAttempts = 5
 
-// RetryBusy runs fn in a write transaction, again after a growing pause
+// retryBusy runs fn in a write transaction, again after a growing pause
 // while the ledger stays busy (ledger.ErrBusy) past its own busy timeout:
 // for the bookkeeping that must not be lost to a moment of contention
 // (an outcome, a failure, a run released). It returns the last error.
-func (e *Engine) RetryBusy(ctx context.Context, fn func(tx *ledger.Tx) error) error {
+func (e *Engine) retryBusy(ctx context.Context, fn func(tx *ledger.Tx) error) error {
 	var err error
 	for attempt := range busyAttempts {
 		if err = e.Ledger.WithTx(ctx, fn); err == nil || !errors.Is(err, ledger.ErrBusy) {
@@ -75,7 +75,7 @@ func (e *Engine) recordFailure(ctx context.Context, cl Claim, c *ledger.Change, 
 		return f.Err
 	}
 	var failed *ledger.Change
-	err := e.RetryBusy(ctx, func(tx *ledger.Tx) error {
+	err := e.retryBusy(ctx, func(tx *ledger.Tx) error {
 		failed = nil // WithTx may run this again
 		c, err := tx.Change(cl.ID)
 		if err != nil || c.Status != k.From {
@@ -122,7 +122,7 @@ func markFailed(c *ledger.Change, k ClaimKind, f Failure, cause error, rolledBac
 	c.ErrorType, c.Error = f.Type, StorableText(cause.Error())
 	c.UndoHash = ""
 	c.Failure, c.NothingWritten = f.Kind, rolledBack
-	if f.Kind == ledger.FailureStateChanged || errors.Is(cause, ErrNothingRan) {
+	if f.Kind == ledger.FailureStateChanged || errors.Is(cause, errNothingRan) {
 		c.NothingWritten = true // refused before the operation wrote
 	}
 }
@@ -150,14 +150,14 @@ const RunUndoType = "RunUndo"
 var (
 	// ErrResultTooLarge: Apply returned a result over MaxResultBytes.
 	ErrResultTooLarge = errors.New("result too large")
-	// ErrNothingRan: the operation's code was never called.
-	ErrNothingRan = errors.New("operation not run")
+	// errNothingRan: the operation's code was never called.
+	errNothingRan = errors.New("operation not run")
 )
 
 // operationGone is the failure of a change whose operation the server
 // does not have (any more).
 func (e *Engine) operationGone(c *ledger.Change) error {
-	return e.Host.ChangeError(NoKind, c.ID, voice.OperationGone(c.ID, c.Action), ErrNothingRan)
+	return e.Host.ChangeError(NoKind, c.ID, voice.OperationGone(c.ID, c.Action), errNothingRan)
 }
 
 // StorableText makes error text storable in every ledger backend: valid

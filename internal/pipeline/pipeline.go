@@ -2,10 +2,11 @@
 // preview as a pending change ([Engine.Check], [Engine.Store]), claims a
 // change for its apply or undo ([Claim]), checks the state, runs the
 // operation ([Engine.Apply], [Engine.Undo]) and records the outcome or
-// the failure, through a busy ledger if need be ([Engine.RetryBusy]). It
-// also checks a claim without making it, for the user's approval
-// ([Engine.Precheck]), and serves the run-undo engine (package runundo)
-// the operations and the one path of a change's undo ([Engine.Runs]).
+// the failure, retried through a busy ledger. It also checks a claim
+// without making it, for the user's approval ([Engine.Precheck]), moves a
+// run's row through its undo ([Engine.ClaimRun] and the rest of run.go),
+// and serves the run-undo engine (package runundo) the operations and
+// the one path of a change's undo ([Engine.Runs]).
 //
 // The pipeline knows the Guard only through [Host]: the root package's
 // public errors, which this package cannot name, are made and read by

@@ -183,7 +183,7 @@ func (e *Engine) CloseRun(ctx context.Context, id string, status ledger.RunStatu
 // that fails the run stays undoing, and `mcp-changeset check` reports it.
 // It runs even if ctx is cancelled.
 func (e *Engine) ReleaseRun(ctx context.Context, id string, cause error) {
-	err := e.RetryBusy(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
+	err := e.retryBusy(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
 		cur, err := tx.Run(id)
 		if err != nil || cur.Status != ledger.RunUndoing {
 			return err
