@@ -235,7 +235,8 @@ func testRunScale(t *testing.T, backends ...string) {
 			if l == nil || l.Build.Changes != want || l.Size <= 0 || l.Build.PerSecond <= 0 {
 				t.Fatalf("%s, ledger %d: %+v", be.Name, i, l)
 			}
-			if p == nil || p.Deleted <= 0 || p.Deleted != p.WouldDelete || p.Deleted > want/2 || p.SizeBefore <= 0 || p.SizeAfter <= 0 {
+			// A change may reach the cutoff between the dry run and prune.
+			if p == nil || p.Deleted <= 0 || p.Deleted < p.WouldDelete || p.Deleted > p.WouldDelete+2 || p.Deleted > want/2 || p.SizeBefore <= 0 || p.SizeAfter <= 0 {
 				t.Errorf("%s, ledger %d: prune %+v", be.Name, i, p)
 			}
 		}
