@@ -119,8 +119,9 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *op
 	}
 
 	var sessionRun string // the session run the preview joined, if any
-	err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		// WithTx may run this again.
+	// A preview claims nothing: it may ride on the next claim's sync.
+	err = g.ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
+		// WithLazyTx may run this again.
 		sessionRun = ""
 		if o.tx != nil && o.tx.observe != nil && p.state == nil { // in the same transaction as the row
 			state, err := g.observeTx(ctx, tx, o, c.Payload)

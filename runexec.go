@@ -60,7 +60,7 @@ func (g *Guard) executeRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pl
 	rep.Status = string(status)
 	stored, err := canonjson.Marshal(rep)
 	if err == nil {
-		err = g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+		err = g.ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error { // the run's report: not a claim
 			cur, err := tx.Run(r.ID)
 			if err != nil {
 				return err

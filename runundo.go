@@ -319,7 +319,9 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	}
 	token := newToken(confirmPrefix)
 	expires := g.now().Add(g.opts.TTL)
-	err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+	// Storing a dry run's token claims nothing: a lost one is a dry run to
+	// redo.
+	err := g.ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
 		cur, err := tx.Run(r.ID)
 		if err != nil {
 			return err

@@ -65,6 +65,11 @@ type writeQueue interface {
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
 }
 
+// lazyWriter is driver.LazyWriter, which a backend may implement.
+type lazyWriter interface {
+	BeginLazyWrite(ctx context.Context) (tx *sql.Tx, end func(), err error)
+}
+
 // errorInterpreter is driver.ErrorInterpreter, which a backend may
 // implement.
 type errorInterpreter interface {

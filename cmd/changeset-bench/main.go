@@ -55,6 +55,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(workerMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == durabilityCommand {
+		os.Exit(durabilityMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:])
 	stop()
@@ -75,6 +78,7 @@ type options struct {
 	jsonPath             string
 	skipMedia, skipProcs bool
 	mcp                  mcpOptions
+	durabilityClients    []int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -93,6 +97,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `FILE`")
 	fs.BoolVar(&o.skipMedia, "skip-cycles", false, "skip the baseline and single-process cycles")
 	fs.BoolVar(&o.skipProcs, "skip-procs", false, "skip the multi-process measurements")
+	fs.Var(&durability, "durability", "the durability of every ledger measured: full (every commit waits for the disk) or claims (only the claims do)")
+	durabilityClients := fs.String("durability-clients", "", "also compare the durabilities full and claims with these client counts (goroutines of one process), e.g. 1,4,16; fsyncs counted with strace when installed")
 	fs.BoolVar(&o.mcp.on, "mcp", false, "measure example servers through go-sdk clients instead (see the --mcp-* flags)")
 	mcpClients := fs.String("mcp-clients", "1,2,4", "with --mcp: client counts, each client driving a server of its own")
 	mcpTransports := fs.String("mcp-transports", "stdio,http", "with --mcp: transports, stdio and/or http (Streamable HTTP on loopback)")
@@ -131,6 +137,11 @@ func parseFlags(args []string) (*options, error) {
 	if o.procs, err = intList(*procs); err != nil {
 		return nil, fmt.Errorf("--procs: %w", err)
 	}
+	if *durabilityClients != "" {
+		if o.durabilityClients, err = intList(*durabilityClients); err != nil {
+			return nil, fmt.Errorf("--durability-clients: %w", err)
+		}
+	}
 	if o.pgClients, err = intList(*pgClients); err != nil {
 		return nil, fmt.Errorf("--pg-clients: %w", err)
 	}
@@ -164,7 +175,8 @@ func run(ctx context.Context, args []string) error {
 		Started: time.Now().UTC(),
 		Machine: machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), GoVersion: runtime.Version(),
 			Dir: o.dir, FSType: fsType(o.dir), MemDir: o.memDir, LoadBefore: loadAverage()},
-		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges},
+		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges,
+			Durability: durability.String()},
 	}
 	prog := newProgress(os.Stderr)
 	if o.mcp.on {
@@ -227,6 +239,13 @@ func measure(ctx context.Context, o *options, r *report, prog *progress) error {
 			return err
 		}
 	}
+	if len(o.durabilityClients) > 0 {
+		res, err := durabilityPhase(ctx, o.dir, o.durabilityClients, o.duration, prog)
+		if err != nil {
+			return fmt.Errorf("durability: %w", err)
+		}
+		r.Durability = res
+	}
 	if o.postgres != "" {
 		r.Settings.PGClients = o.pgClients
 		return postgresPhases(ctx, o, r, prog)
@@ -275,7 +294,7 @@ func processPhases(ctx context.Context, o *options, r *report, prog *progress, b
 // createLedger creates the ledger at target, so that workers starting
 // together find it ready.
 func createLedger(target string) error {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, Durability: durability})
 	if err != nil {
 		return err
 	}

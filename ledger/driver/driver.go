@@ -6,7 +6,7 @@
 //
 // A backend is a package of its own that owns its SQL and its migrations
 // (ledger/sqlite and ledger/postgres are the two of this module). It
-// implements [Backend], and optionally [WriteQueue] and
+// implements [Backend], and optionally [WriteQueue], [LazyWriter] and
 // [ErrorInterpreter], and calls [Register] from its init so that
 // [ledger.Open] reaches it by the scheme of a target:
 //
@@ -150,6 +150,25 @@ type WriteQueue interface {
 	// busy timeout (then it fails with an error wrapping ledger.ErrBusy),
 	// and returns the function that ends the turn.
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
+}
+
+// LazyWriter is implemented by backends that can commit a transaction
+// without waiting for the disk, for [ledger.DurabilityClaims]. Without it
+// every transaction of [ledger.Ledger.WithLazyTx] is an ordinary one, whose
+// commit waits.
+type LazyWriter interface {
+	// BeginLazyWrite is BeginWrite for a transaction that claims nothing.
+	// Under ledger.DurabilityClaims (the backend was opened with it) its
+	// commit returns once the database has it, before it is on the disk;
+	// under ledger.DurabilityFull it is BeginWrite. A lazy commit must
+	// reach the disk no later than the next commit that waits for it, of
+	// any process, and a crash of the process must not lose it (a log
+	// written in order and synced as a whole, as SQLite's write-ahead log
+	// and PostgreSQL's are, gives both). The transaction must leave no
+	// trace on the connections of the pool: end, when not nil, is called
+	// once after the transaction has been committed or rolled back, to
+	// give its connection back.
+	BeginLazyWrite(ctx context.Context) (tx *sql.Tx, end func(), err error)
 }
 
 // ErrorInterpreter is implemented by backends that can map their database

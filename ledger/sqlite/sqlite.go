@@ -101,12 +101,16 @@ type Backend struct {
 	// busyTimeout bounds the wait for a turn, as for the file's lock.
 	writeTurn   chan struct{}
 	busyTimeout time.Duration
+
+	// durability is ledger.OpenOptions.Durability (see durability.go).
+	durability ledger.Durability
 }
 
 var (
 	_ driver.Backend          = (*Backend)(nil)
 	_ driver.WriteQueue       = (*Backend)(nil)
 	_ driver.ErrorInterpreter = (*Backend)(nil)
+	_ driver.LazyWriter       = (*Backend)(nil)
 )
 
 // Open opens the ledger in the SQLite file at path.
@@ -131,7 +135,7 @@ func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, 
 // open is Open with the size up to which ledger.CheckAuto reads the whole
 // file, which tests lower to exercise the structural check on small files.
 func open(ctx context.Context, path string, opts ledger.OpenOptions, fullCheckLimit int64) (*Backend, error) {
-	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit, writeTurn: make(chan struct{}, 1)}
+	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit, writeTurn: make(chan struct{}, 1), durability: opts.Durability}
 	timeout := opts.BusyTimeout
 	if timeout <= 0 {
 		timeout = ledger.DefaultBusyTimeout
