@@ -23,7 +23,9 @@
 //
 // Every write transaction starts with BEGIN IMMEDIATE, so it holds the
 // file's write lock from its first statement; readers are never blocked by
-// it. The file must be on a local disk: SQLite's WAL mode and locks are
+// it. Every commit waits for the disk (synchronous=FULL), except, under
+// [ledger.DurabilityClaims], those of lazy transactions (see
+// [Backend.BeginLazyWrite]). The file must be on a local disk: SQLite's WAL mode and locks are
 // unsafe on network filesystems, which Open detects and refuses unless
 // [ledger.OpenOptions.AllowNetworkFS] is set.
 //
