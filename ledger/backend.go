@@ -65,9 +65,9 @@ type writeQueue interface {
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
 }
 
-// lazyWriter is driver.LazyWriter, which a backend may implement.
-type lazyWriter interface {
-	BeginLazyWrite(ctx context.Context) (tx *sql.Tx, end func(), err error)
+// durableWriter is driver.DurableWriter, which a backend may implement.
+type durableWriter interface {
+	BeginDurableWrite(ctx context.Context, lazy bool) (tx *sql.Tx, end func(committed bool) error, err error)
 }
 
 // errorInterpreter is driver.ErrorInterpreter, which a backend may

@@ -23,7 +23,7 @@ func TestBackendInterfaces_MatchPackageDriver(t *testing.T) {
 		{"Backend", ledger.BackendType, reflect.TypeFor[driver.Backend]()},
 		{"WriteQueue", ledger.WriteQueueType, reflect.TypeFor[driver.WriteQueue]()},
 		{"ErrorInterpreter", ledger.ErrorInterpreterType, reflect.TypeFor[driver.ErrorInterpreter]()},
-		{"LazyWriter", ledger.LazyWriterType, reflect.TypeFor[driver.LazyWriter]()},
+		{"DurableWriter", ledger.DurableWriterType, reflect.TypeFor[driver.DurableWriter]()},
 	} {
 		if diff := methodDiff(pair.inLedger, pair.in); diff != "" {
 			t.Errorf("package ledger's copy of driver.%s has drifted from it:\n%s", pair.name, diff)

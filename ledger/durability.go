@@ -36,8 +36,9 @@ const (
 	// any process, since the write-ahead log is written in order. A crash
 	// of the process loses nothing; a crash of the machine (power loss,
 	// kernel panic) may lose the lazy commits made since the last claim.
-	// SQLite commits them with synchronous=NORMAL, PostgreSQL with
-	// synchronous_commit=off.
+	// SQLite commits them with synchronous=NORMAL, and the claims of one
+	// process share their syncs of the log (group commit); PostgreSQL
+	// commits them with synchronous_commit=off.
 	DurabilityClaims
 )
 
@@ -85,14 +86,9 @@ func (l *Ledger) WithLazyTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return l.retry(ctx, l.beginLazy, fn)
 }
 
-// beginLazy starts a lazy transaction: the backend's lazy write when it has
-// one (driver.LazyWriter), else an ordinary one.
+// beginLazy starts a lazy transaction.
 func (l *Ledger) beginLazy(ctx context.Context) (*Tx, error) {
-	start := l.beginWrite
-	if lw, ok := l.b.(lazyWriter); ok {
-		start = lw.BeginLazyWrite
-	}
-	return l.begin(ctx, true, start)
+	return l.begin(ctx, true)
 }
 
 // claims reports whether a change moving from from ("" for a new row) to

@@ -8,5 +8,5 @@ var (
 	BackendType          = reflect.TypeFor[backend]()
 	WriteQueueType       = reflect.TypeFor[writeQueue]()
 	ErrorInterpreterType = reflect.TypeFor[errorInterpreter]()
-	LazyWriterType       = reflect.TypeFor[lazyWriter]()
+	DurableWriterType    = reflect.TypeFor[durableWriter]()
 )

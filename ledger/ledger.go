@@ -58,8 +58,8 @@ type Tx struct {
 	l       *Ledger
 	b       backend
 	tx      *sql.Tx
-	release func() // ends the write turn (driver.WriteQueue); nil without one
-	done    func() // the backend's end of a lazy write (driver.LazyWriter); nil without one
+	release func()                     // ends the write turn (driver.WriteQueue); nil without one
+	done    func(committed bool) error // the backend's end of the transaction (driver.DurableWriter); nil without one
 
 	// lazy: the transaction was begun by WithLazyTx and may not claim.
 	lazy bool
@@ -69,17 +69,19 @@ type Tx struct {
 	override *actor
 }
 
-// end gives back the write turn, then ends the backend's lazy write,
-// once.
-func (tx *Tx) end() {
+// end gives back the write turn, then ends the backend's transaction,
+// once, and returns what the backend's end returned.
+func (tx *Tx) end(committed bool) error {
 	if tx.release != nil {
 		tx.release()
 		tx.release = nil
 	}
-	if tx.done != nil {
-		tx.done()
-		tx.done = nil
+	if tx.done == nil {
+		return nil
 	}
+	done := tx.done
+	tx.done = nil
+	return done(committed)
 }
 
 // SQL returns the underlying transaction, for operations whose own writes
@@ -265,19 +267,12 @@ func withTx(ctx context.Context, begin func(context.Context) (*Tx, error), fn fu
 // with Commit or Rollback. Its commit waits for the disk whatever the
 // ledger's [Durability].
 func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
-	return l.begin(ctx, false, l.beginWrite)
-}
-
-// beginWrite starts the backend's write transaction, which has no end of
-// its own.
-func (l *Ledger) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
-	tx, err := l.b.BeginWrite(ctx)
-	return tx, nil, err
+	return l.begin(ctx, false)
 }
 
 // begin takes this process's write turn (driver.WriteQueue) and starts a
-// transaction with start, lazy or not.
-func (l *Ledger) begin(ctx context.Context, lazy bool, start func(context.Context) (*sql.Tx, func(), error)) (*Tx, error) {
+// transaction, lazy or not (driver.DurableWriter).
+func (l *Ledger) begin(ctx context.Context, lazy bool) (*Tx, error) {
 	var release func()
 	if q, ok := l.b.(writeQueue); ok {
 		r, err := q.TakeWriteTurn(ctx)
@@ -286,7 +281,16 @@ func (l *Ledger) begin(ctx context.Context, lazy bool, start func(context.Contex
 		}
 		release = r
 	}
-	sqlTx, done, err := start(ctx)
+	var (
+		sqlTx *sql.Tx
+		done  func(bool) error
+		err   error
+	)
+	if dw, ok := l.b.(durableWriter); ok {
+		sqlTx, done, err = dw.BeginDurableWrite(ctx, lazy)
+	} else {
+		sqlTx, err = l.b.BeginWrite(ctx)
+	}
 	if err != nil {
 		if release != nil {
 			release()
@@ -296,11 +300,16 @@ func (l *Ledger) begin(ctx context.Context, lazy bool, start func(context.Contex
 	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx, release: release, done: done, lazy: lazy}, nil
 }
 
-// Commit commits a transaction from Begin.
+// Commit commits a transaction from Begin. It returns once the commit is
+// as durable as the ledger's [Durability] asks.
 func (tx *Tx) Commit() error {
-	defer tx.end()
-	if err := tx.tx.Commit(); err != nil {
+	err := tx.tx.Commit()
+	if err != nil {
+		_ = tx.end(false)
 		return tx.l.interpret("commit to", err)
+	}
+	if err := tx.end(true); err != nil {
+		return tx.l.interpret("sync the commit to", err)
 	}
 	return nil
 }
@@ -319,8 +328,9 @@ func (l *Ledger) interpret(op string, err error) error {
 // Rollback rolls back a transaction from Begin. It does nothing after
 // Commit.
 func (tx *Tx) Rollback() error {
-	defer tx.end()
-	return tx.tx.Rollback()
+	err := tx.tx.Rollback()
+	_ = tx.end(false)
+	return err
 }
 
 // Change reads one change. It returns an error wrapping ErrNotFound when

@@ -6,7 +6,7 @@
 //
 // A backend is a package of its own that owns its SQL and its migrations
 // (ledger/sqlite and ledger/postgres are the two of this module). It
-// implements [Backend], and optionally [WriteQueue], [LazyWriter] and
+// implements [Backend], and optionally [WriteQueue], [DurableWriter] and
 // [ErrorInterpreter], and calls [Register] from its init so that
 // [ledger.Open] reaches it by the scheme of a target:
 //
@@ -152,23 +152,28 @@ type WriteQueue interface {
 	TakeWriteTurn(ctx context.Context) (release func(), err error)
 }
 
-// LazyWriter is implemented by backends that can commit a transaction
-// without waiting for the disk, for [ledger.DurabilityClaims]. Without it
-// every transaction of [ledger.Ledger.WithLazyTx] is an ordinary one, whose
-// commit waits.
-type LazyWriter interface {
-	// BeginLazyWrite is BeginWrite for a transaction that claims nothing.
-	// Under ledger.DurabilityClaims (the backend was opened with it) its
-	// commit returns once the database has it, before it is on the disk;
-	// under ledger.DurabilityFull it is BeginWrite. A lazy commit must
-	// reach the disk no later than the next commit that waits for it, of
-	// any process, and a crash of the process must not lose it (a log
-	// written in order and synced as a whole, as SQLite's write-ahead log
-	// and PostgreSQL's are, gives both). The transaction must leave no
-	// trace on the connections of the pool: end, when not nil, is called
-	// once after the transaction has been committed or rolled back, to
-	// give its connection back.
-	BeginLazyWrite(ctx context.Context) (tx *sql.Tx, end func(), err error)
+// DurableWriter is implemented by backends that choose, transaction by
+// transaction, how a commit reaches the disk, for [ledger.Durability].
+// Without it every transaction of the Ledger is an ordinary one
+// (BeginWrite), whose commit waits for the disk.
+type DurableWriter interface {
+	// BeginDurableWrite is BeginWrite for a lazy transaction (lazy: one
+	// that claims nothing, [ledger.Ledger.WithLazyTx]) or for any other
+	// (a claim, [ledger.Ledger.WithTx]). The Ledger calls end, when it is
+	// not nil, once the transaction has ended (committed says whether it
+	// committed), after it has given back the write turn, and a
+	// non-nil error of end fails the commit.
+	//
+	// Under ledger.DurabilityFull every commit must be on the disk when
+	// the Ledger's Commit returns. Under ledger.DurabilityClaims that
+	// holds for the transactions that are not lazy; a lazy commit may
+	// return once the database has it, and must reach the disk no later
+	// than the next commit, of any process, that waits for it; a crash of
+	// the application's process must lose none of them. A log written in
+	// order and synced as a whole, as SQLite's write-ahead log and
+	// PostgreSQL's are, gives both. A transaction leaves no trace on the
+	// connections of the pool once end has returned.
+	BeginDurableWrite(ctx context.Context, lazy bool) (tx *sql.Tx, end func(committed bool) error, err error)
 }
 
 // ErrorInterpreter is implemented by backends that can map their database

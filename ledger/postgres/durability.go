@@ -7,21 +7,22 @@ import (
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
-// BeginLazyWrite is [Backend.BeginWrite] for a transaction that claims
-// nothing (driver.LazyWriter). Under ledger.DurabilityClaims it sets
-// synchronous_commit to off for this transaction only (SET LOCAL): its
-// commit returns before the server has flushed its WAL record, which the
-// server's WAL writer flushes within three times wal_writer_delay (600 ms
-// by default), or the next synchronous commit does, since it flushes the
-// WAL up to its own record and so every record before it. Otherwise it is
-// BeginWrite.
+// BeginDurableWrite is [Backend.BeginWrite] for the ledger's durability
+// (driver.DurableWriter). Under ledger.DurabilityClaims a lazy
+// transaction sets synchronous_commit to off for itself only (SET LOCAL):
+// its commit returns before the server has flushed its WAL record, which
+// the server's WAL writer flushes within three times wal_writer_delay (600
+// ms by default), or the next synchronous commit does, since it flushes
+// the WAL up to its own record and so every record before it. Every other
+// transaction keeps the server's setting; the server already shares one
+// flush among the commits that wait for it at once.
 //
 // Unlike SQLite's, PostgreSQL's page cache is the server's: a crash of the
-// server process (not only of the machine) can lose such commits. A crash
+// server process (not only of the machine) can lose lazy commits. A crash
 // of the client loses nothing. docs/reliability.md says what that risks.
-func (b *Backend) BeginLazyWrite(ctx context.Context) (*sql.Tx, func(), error) {
+func (b *Backend) BeginDurableWrite(ctx context.Context, lazy bool) (*sql.Tx, func(bool) error, error) {
 	tx, err := b.BeginWrite(ctx)
-	if err != nil || b.durability != ledger.DurabilityClaims {
+	if err != nil || !lazy || b.durability != ledger.DurabilityClaims {
 		return tx, nil, err
 	}
 	if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit TO off"); err != nil {

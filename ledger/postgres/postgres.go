@@ -83,7 +83,7 @@ type Backend struct {
 var (
 	_ driver.Backend          = (*Backend)(nil)
 	_ driver.ErrorInterpreter = (*Backend)(nil)
-	_ driver.LazyWriter       = (*Backend)(nil)
+	_ driver.DurableWriter    = (*Backend)(nil)
 )
 
 // Open opens the ledger that target, a postgres:// URL, names.
