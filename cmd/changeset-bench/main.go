@@ -24,12 +24,18 @@
 // a cycle on the same disk. --mcp-profile writes a CPU profile of an
 // in-process settings server under the same load.
 //
+// --durability full|claims opens every ledger it measures with that
+// durability; --durability-clients 1,4,16 also compares the two at those
+// numbers of clients (goroutines of one process), cycles/s and, with
+// strace installed, fsyncs per cycle.
+//
 // It prints tables and writes the figures as JSON with --json. On a
 // terminal, a progress line shows on standard error.
 //
 // Usage:
 //
-//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL]
+//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL] [--durability full|claims]
+//	changeset-bench --skip-cycles --skip-procs --durability-clients 1,4,16 [--duration D]
 //	changeset-bench --mcp [--quick] [--dir DIR] [--json FILE] [--mcp-profile FILE]
 //
 // --quick takes about 20 seconds, the default about a minute (more with
