@@ -21,18 +21,18 @@ func TestDurability_IsAFlag(t *testing.T) {
 		args []string
 		want ledger.Durability
 	}{{nil, ledger.DurabilityFull}, {[]string{"--durability", "full"}, ledger.DurabilityFull}, {[]string{"--durability=claims"}, ledger.DurabilityClaims}} {
-		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		set := flag.NewFlagSet("x", flag.ContinueOnError)
 		var d ledger.Durability
-		fs.Var(&d, "durability", "")
-		if err := fs.Parse(tc.args); err != nil || d != tc.want || d.String() != tc.want.String() {
+		set.Var(&d, "durability", "")
+		if err := set.Parse(tc.args); err != nil || d != tc.want || d.String() != tc.want.String() {
 			t.Errorf("%v: %v (%v), want %v", tc.args, d, err, tc.want)
 		}
 	}
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	set := flag.NewFlagSet("x", flag.ContinueOnError)
+	set.SetOutput(io.Discard)
 	var d ledger.Durability
-	fs.Var(&d, "durability", "")
-	if err := fs.Parse([]string{"--durability", "fast"}); err == nil || !strings.Contains(err.Error(), "use full") || !strings.Contains(err.Error(), "or claims") {
+	set.Var(&d, "durability", "")
+	if err := set.Parse([]string{"--durability", "fast"}); err == nil || !strings.Contains(err.Error(), "use full") || !strings.Contains(err.Error(), "or claims") {
 		t.Errorf("--durability fast: %v", err)
 	}
 	if s := ledger.Durability(7).String(); s != "Durability(7)" {
