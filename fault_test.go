@@ -146,7 +146,7 @@ func registerFaultOps(g *changeset.Guard, dir string) error {
 // TOKEN" and "undo ID TOKEN" lines) and prints "applied ID UNDO_TOKEN" after
 // each apply, so that the parent learns the undo tokens it may later use.
 func helperFaultKill() int {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -199,7 +199,7 @@ func newKillHarness(t *testing.T, op string) *killHarness {
 	dir := t.TempDir()
 	h := &killHarness{t: t, op: op, dir: dir, path: filepath.Join(dir, "ledger.db"),
 		confirm: map[string]string{}, undo: map[string]string{}}
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: h.path, WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: h.path, WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,63 +347,67 @@ func TestFault_SIGKILLDuringApplyAndUndoNeverAppliesTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills processes")
 	}
-	h := newKillHarness(t, "fault_set")
-	// Every apply and undo writes its marker line before its effect, so
-	// the markers bound what happened: a change was applied at most once
-	// and undone at most once, and its status agrees with its markers.
-	h.check = func(changes []*ledger.Change) {
-		data, _ := os.ReadFile(filepath.Join(h.dir, "markers"))
-		marks := map[string]int{}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			marks[line]++
-		}
-		for _, c := range changes {
-			key := payloadKey(t, c)
-			a, u := marks["A "+key], marks["U "+key]
-			ok := a <= 1 && u <= 1
-			switch c.Status {
-			case ledger.Pending, ledger.Expired:
-				ok = ok && a == 0 && u == 0
-			case ledger.Applied:
-				ok = ok && a == 1 && u == 0
-			case ledger.Applying, ledger.ApplyFailed:
-				ok = ok && u == 0
-			case ledger.Undoing, ledger.UndoFailed:
-				ok = ok && a == 1
-			case ledger.Undone:
-				ok = ok && a == 1 && u == 1
+	eachDurability(t, func(t *testing.T) {
+		h := newKillHarness(t, "fault_set")
+		// Every apply and undo writes its marker line before its effect, so
+		// the markers bound what happened: a change was applied at most once
+		// and undone at most once, and its status agrees with its markers.
+		h.check = func(changes []*ledger.Change) {
+			data, _ := os.ReadFile(filepath.Join(h.dir, "markers"))
+			marks := map[string]int{}
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				marks[line]++
 			}
-			if !ok {
-				t.Errorf("change %s (%s) of %s: %d applies and %d undos ran", c.ID, c.Status, key, a, u)
+			for _, c := range changes {
+				key := payloadKey(t, c)
+				a, u := marks["A "+key], marks["U "+key]
+				ok := a <= 1 && u <= 1
+				switch c.Status {
+				case ledger.Pending, ledger.Expired:
+					ok = ok && a == 0 && u == 0
+				case ledger.Applied:
+					ok = ok && a == 1 && u == 0
+				case ledger.Applying, ledger.ApplyFailed:
+					ok = ok && u == 0
+				case ledger.Undoing, ledger.UndoFailed:
+					ok = ok && a == 1
+				case ledger.Undone:
+					ok = ok && a == 1 && u == 1
+				}
+				if !ok {
+					t.Errorf("change %s (%s) of %s: %d applies and %d undos ran", c.ID, c.Status, key, a, u)
+				}
 			}
 		}
-	}
-	h.run(faultKillTarget(40, 350))
+		h.run(faultKillTarget(40, 350))
+	})
 }
 
 func TestFault_SIGKILLDuringTransactionalApplyAndUndoLeavesNothingInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills processes")
 	}
-	h := newKillHarness(t, "fault_tx")
-	// The writes commit with the ledger's record or not at all: a pending
-	// change wrote nothing, an applied one exactly one apply, an undone
-	// one one apply and one undo, and nothing is ever in flight.
-	h.check = func(changes []*ledger.Change) {
-		for _, c := range changes {
-			key := payloadKey(t, c)
-			var applies, undos int
-			err := h.g.Ledger().DB().QueryRow(`SELECT applies, undos FROM fault_kv WHERE key = ?`, key).Scan(&applies, &undos)
-			if err != nil && err != sql.ErrNoRows {
-				t.Fatal(err)
-			}
-			want, known := map[ledger.Status][2]int{ledger.Pending: {0, 0}, ledger.Applied: {1, 0}, ledger.Undone: {1, 1}}[c.Status]
-			if !known || [2]int{applies, undos} != want {
-				t.Errorf("change %s (%s) of %s: %d applies and %d undos committed", c.ID, c.Status, key, applies, undos)
+	eachDurability(t, func(t *testing.T) {
+		h := newKillHarness(t, "fault_tx")
+		// The writes commit with the ledger's record or not at all: a pending
+		// change wrote nothing, an applied one exactly one apply, an undone
+		// one one apply and one undo, and nothing is ever in flight.
+		h.check = func(changes []*ledger.Change) {
+			for _, c := range changes {
+				key := payloadKey(t, c)
+				var applies, undos int
+				err := h.g.Ledger().DB().QueryRow(`SELECT applies, undos FROM fault_kv WHERE key = ?`, key).Scan(&applies, &undos)
+				if err != nil && err != sql.ErrNoRows {
+					t.Fatal(err)
+				}
+				want, known := map[ledger.Status][2]int{ledger.Pending: {0, 0}, ledger.Applied: {1, 0}, ledger.Undone: {1, 1}}[c.Status]
+				if !known || [2]int{applies, undos} != want {
+					t.Errorf("change %s (%s) of %s: %d applies and %d undos committed", c.ID, c.Status, key, applies, undos)
+				}
 			}
 		}
-	}
-	h.run(faultKillTarget(20, 200))
+		h.run(faultKillTarget(20, 200))
+	})
 }
 
 // payloadKey is the key of a harness change.

@@ -77,6 +77,7 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 			Create:         true,
 			BusyTimeout:    opts.BusyTimeout,
 			AllowNetworkFS: opts.AllowNetworkFS,
+			Durability:     opts.Durability,
 			Clock:          opts.Clock,
 		})
 		if err != nil {

@@ -89,6 +89,7 @@ func buildFixture(t *testing.T, base changeset.Options, edit []func(*changeset.O
 	}
 	opts := base
 	opts.WriteMode, opts.Clock = changeset.WriteGuarded, f.clock.Now
+	opts.Durability = testDurability()
 	for _, e := range edit {
 		e(&opts)
 	}

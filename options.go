@@ -112,6 +112,14 @@ type Options struct {
 	// AllowNetworkFS lets a SQLite ledger live on NFS or SMB. See
 	// ledger.OpenOptions.
 	AllowNetworkFS bool
+	// Durability says which of the ledger's commits wait for the disk:
+	// all (ledger.DurabilityFull, the default) or only the claims
+	// (ledger.DurabilityClaims), which keeps at-most-once and risks, on
+	// power loss only, a preview to redo or a change left applying for an
+	// operator to reconcile. See ledger.Durability and
+	// docs/reliability.md. Ignored when Ledger is set (it was opened with
+	// one).
+	Durability ledger.Durability
 
 	// Approval selects who approves a write: TokenApproval (the default)
 	// or UserApproval, which asks the user through the client before every

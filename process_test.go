@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperFaultKill())
 	case "faultlock":
 		os.Exit(helperFaultLock())
+	case "lazykill": // durability_test.go
+		os.Exit(helperLazyKill())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper")
 		os.Exit(3)
@@ -133,7 +135,7 @@ func appendLine(path, line string) error {
 }
 
 func helperGuard() (*changeset.Guard, error) {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +150,7 @@ func helperGuard() (*changeset.Guard, error) {
 // "ok <report>" or "refused <message>".
 func helperUndoRun() int {
 	server := mcp.NewServer(&mcp.Implementation{Name: "helper", Version: "1"}, nil)
-	g, err := changeset.New(server, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(server, changeset.Options{LedgerPath: os.Getenv("CHANGESET_LEDGER"), WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -240,215 +242,221 @@ func TestProcesses_RacingOneTokenApplyExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ledger.db")
-	marker := filepath.Join(dir, "applies.txt")
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	registerProcessOps(g)
-
-	const changes, processes = 40, 6
-	var pairs []string
-	for i := range changes {
-		p, err := g.Preview(context.Background(), "append", markerIn{Marker: marker, Tag: fmt.Sprint(i)})
+	eachDurability(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "ledger.db")
+		marker := filepath.Join(dir, "applies.txt")
+		g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pairs = append(pairs, p.ChangeID+"="+p.ConfirmationToken)
-	}
-	arg := strings.Join(pairs, ",")
+		defer g.Close()
+		registerProcessOps(g)
 
-	var mu sync.Mutex
-	wins := map[string]int{}
-	var wg sync.WaitGroup
-	for range processes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := helperCmd(t, "race", path, arg).Output()
+		const changes, processes = 40, 6
+		var pairs []string
+		for i := range changes {
+			p, err := g.Preview(context.Background(), "append", markerIn{Marker: marker, Tag: fmt.Sprint(i)})
 			if err != nil {
-				t.Errorf("helper: %v", err)
-				return
+				t.Fatal(err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			sc := bufio.NewScanner(strings.NewReader(string(out)))
-			for sc.Scan() {
-				line := sc.Text()
-				if id, ok := strings.CutPrefix(line, "ok "); ok {
-					wins[id]++
-				} else if !strings.Contains(line, "cannot be applied (status: ") && !strings.Contains(line, "claimed by another request") {
-					t.Errorf("unexpected refusal: %s", line)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+			pairs = append(pairs, p.ChangeID+"="+p.ConfirmationToken)
+		}
+		arg := strings.Join(pairs, ",")
 
-	data, err := os.ReadFile(marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applies := map[string]int{}
-	for _, l := range strings.Fields(string(data)) {
-		applies[l]++
-	}
-	for i := range changes {
-		if n := applies[fmt.Sprint(i)]; n != 1 {
-			t.Errorf("change %d applied %d times", i, n)
+		var mu sync.Mutex
+		wins := map[string]int{}
+		var wg sync.WaitGroup
+		for range processes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := helperCmd(t, "race", path, arg).Output()
+				if err != nil {
+					t.Errorf("helper: %v", err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				sc := bufio.NewScanner(strings.NewReader(string(out)))
+				for sc.Scan() {
+					line := sc.Text()
+					if id, ok := strings.CutPrefix(line, "ok "); ok {
+						wins[id]++
+					} else if !strings.Contains(line, "cannot be applied (status: ") && !strings.Contains(line, "claimed by another request") {
+						t.Errorf("unexpected refusal: %s", line)
+					}
+				}
+			}()
 		}
-	}
-	for _, p := range pairs {
-		id, _, _ := strings.Cut(p, "=")
-		if wins[id] != 1 {
-			t.Errorf("change %s: %d processes were told it applied", id, wins[id])
+		wg.Wait()
+
+		data, err := os.ReadFile(marker)
+		if err != nil {
+			t.Fatal(err)
 		}
-		rec, err := g.Record(context.Background(), id)
-		if err != nil || rec.Status != ledger.Applied {
-			t.Errorf("change %s: %v %v", id, rec.Status, err)
+		applies := map[string]int{}
+		for _, l := range strings.Fields(string(data)) {
+			applies[l]++
 		}
-	}
+		for i := range changes {
+			if n := applies[fmt.Sprint(i)]; n != 1 {
+				t.Errorf("change %d applied %d times", i, n)
+			}
+		}
+		for _, p := range pairs {
+			id, _, _ := strings.Cut(p, "=")
+			if wins[id] != 1 {
+				t.Errorf("change %s: %d processes were told it applied", id, wins[id])
+			}
+			rec, err := g.Record(context.Background(), id)
+			if err != nil || rec.Status != ledger.Applied {
+				t.Errorf("change %s: %v %v", id, rec.Status, err)
+			}
+		}
+	})
 }
 
 func TestProcesses_KilledMidApplyStaysApplyingUntilReconciled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ledger.db")
-	marker := filepath.Join(dir, "started.txt")
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	registerProcessOps(g)
-	ctx := context.Background()
-	p, err := g.Preview(ctx, "hang", markerIn{Marker: marker, Tag: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cmd := helperCmd(t, "hang", path, p.ChangeID+"="+p.ConfirmationToken)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
+	eachDurability(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "ledger.db")
+		marker := filepath.Join(dir, "started.txt")
+		g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Durability: testDurability()})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the helper never started its apply")
+		defer g.Close()
+		registerProcessOps(g)
+		ctx := context.Background()
+		p, err := g.Preview(ctx, "hang", markerIn{Marker: marker, Tag: "x"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
 
-	rec, err := g.Record(ctx, p.ChangeID)
-	if err != nil || rec.Status != ledger.Applying {
-		t.Fatalf("after SIGKILL: %v %v, want applying", rec.Status, err)
-	}
-	// Nothing moves it back to pending: not a retry with the same token,
-	// not expiry, not pruning.
-	if _, err := g.Apply(ctx, p.ChangeID, p.ConfirmationToken); err == nil ||
-		!strings.Contains(err.Error(), "cannot be applied (status: applying)") {
-		t.Fatalf("retry: %v", err)
-	}
-	if ids, err := g.Ledger().ExpireStale(ctx); err != nil || len(ids) != 0 {
-		t.Fatalf("ExpireStale touched %v (%v)", ids, err)
-	}
-	if res, err := g.Ledger().Prune(ctx, ledger.PruneOptions{IncludeApplied: true}); err != nil || len(res.Changes) != 0 {
-		t.Fatalf("Prune deleted %v (%v)", res.Changes, err)
-	}
-	if _, err := g.Ledger().Reconcile(ctx, p.ChangeID, "", "ops"); err == nil {
-		t.Fatal("reconcile without a note accepted")
-	}
-	c, err := g.Ledger().Reconcile(ctx, p.ChangeID, "checked the remote system: not written", "operator:ops")
-	if err != nil || c.Status != ledger.ApplyFailed {
-		t.Fatalf("Reconcile: %v %v", c, err)
-	}
-	if _, err := g.Ledger().Reconcile(ctx, p.ChangeID, "again", "operator:ops"); err == nil {
-		t.Fatal("reconciled twice")
-	}
-	rec, _ = g.Record(ctx, p.ChangeID)
-	if rec.Status != ledger.ApplyFailed || !strings.Contains(rec.Note, "not written") {
-		t.Fatalf("after reconcile: %s %q", rec.Status, rec.Note)
-	}
+		cmd := helperCmd(t, "hang", path, p.ChangeID+"="+p.ConfirmationToken)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("the helper never started its apply")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+
+		rec, err := g.Record(ctx, p.ChangeID)
+		if err != nil || rec.Status != ledger.Applying {
+			t.Fatalf("after SIGKILL: %v %v, want applying", rec.Status, err)
+		}
+		// Nothing moves it back to pending: not a retry with the same token,
+		// not expiry, not pruning.
+		if _, err := g.Apply(ctx, p.ChangeID, p.ConfirmationToken); err == nil ||
+			!strings.Contains(err.Error(), "cannot be applied (status: applying)") {
+			t.Fatalf("retry: %v", err)
+		}
+		if ids, err := g.Ledger().ExpireStale(ctx); err != nil || len(ids) != 0 {
+			t.Fatalf("ExpireStale touched %v (%v)", ids, err)
+		}
+		if res, err := g.Ledger().Prune(ctx, ledger.PruneOptions{IncludeApplied: true}); err != nil || len(res.Changes) != 0 {
+			t.Fatalf("Prune deleted %v (%v)", res.Changes, err)
+		}
+		if _, err := g.Ledger().Reconcile(ctx, p.ChangeID, "", "ops"); err == nil {
+			t.Fatal("reconcile without a note accepted")
+		}
+		c, err := g.Ledger().Reconcile(ctx, p.ChangeID, "checked the remote system: not written", "operator:ops")
+		if err != nil || c.Status != ledger.ApplyFailed {
+			t.Fatalf("Reconcile: %v %v", c, err)
+		}
+		if _, err := g.Ledger().Reconcile(ctx, p.ChangeID, "again", "operator:ops"); err == nil {
+			t.Fatal("reconciled twice")
+		}
+		rec, _ = g.Record(ctx, p.ChangeID)
+		if rec.Status != ledger.ApplyFailed || !strings.Contains(rec.Note, "not written") {
+			t.Fatalf("after reconcile: %s %q", rec.Status, rec.Note)
+		}
+	})
 }
 
 func TestProcesses_ConcurrentUndoRunUndoesOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "ledger.db")
-	marker := filepath.Join(dir, "undos.txt")
-	server := mcp.NewServer(&mcp.Implementation{Name: "p", Version: "1"}, nil)
-	g, err := changeset.New(server, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	registerFileOp(g)
-	cs := connect(t, server)
-	run := mustCall(t, cs, "start_run", map[string]any{"label": "files"})["run_id"].(string)
-	const files = 5
-	for i := range files {
-		p := mustCall(t, cs, "preview_putfile", map[string]any{"run_id": run, "path": filepath.Join(dir, fmt.Sprintf("f%d", i)), "content": "x", "marker": marker})
-		mustCall(t, cs, "apply_change", map[string]any{"change_id": p["change_id"], "confirmation_token": p["confirmation_token"]})
-	}
-	token := mustCall(t, cs, "undo_run", map[string]any{"run_id": run})["confirmation_token"].(string)
+	eachDurability(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "ledger.db")
+		marker := filepath.Join(dir, "undos.txt")
+		server := mcp.NewServer(&mcp.Implementation{Name: "p", Version: "1"}, nil)
+		g, err := changeset.New(server, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Durability: testDurability()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		registerFileOp(g)
+		cs := connect(t, server)
+		run := mustCall(t, cs, "start_run", map[string]any{"label": "files"})["run_id"].(string)
+		const files = 5
+		for i := range files {
+			p := mustCall(t, cs, "preview_putfile", map[string]any{"run_id": run, "path": filepath.Join(dir, fmt.Sprintf("f%d", i)), "content": "x", "marker": marker})
+			mustCall(t, cs, "apply_change", map[string]any{"change_id": p["change_id"], "confirmation_token": p["confirmation_token"]})
+		}
+		token := mustCall(t, cs, "undo_run", map[string]any{"run_id": run})["confirmation_token"].(string)
 
-	goFile := filepath.Join(dir, "go")
-	var outs [2][]byte
-	var wg sync.WaitGroup
-	for i := range outs {
-		cmd := helperCmd(t, "undorun", path, "")
-		cmd.Env = append(cmd.Env, "CHANGESET_RUN="+run, "CHANGESET_TOKEN="+token, "CHANGESET_GO="+goFile)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := cmd.Output()
-			if err != nil {
-				t.Errorf("helper: %v", err)
+		goFile := filepath.Join(dir, "go")
+		var outs [2][]byte
+		var wg sync.WaitGroup
+		for i := range outs {
+			cmd := helperCmd(t, "undorun", path, "")
+			cmd.Env = append(cmd.Env, "CHANGESET_RUN="+run, "CHANGESET_TOKEN="+token, "CHANGESET_GO="+goFile)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := cmd.Output()
+				if err != nil {
+					t.Errorf("helper: %v", err)
+				}
+				outs[i] = out
+			}()
+		}
+		time.Sleep(300 * time.Millisecond) // let both helpers open the ledger
+		os.WriteFile(goFile, nil, 0o600)
+		wg.Wait()
+
+		undid := 0
+		for _, out := range outs {
+			line := strings.TrimSpace(string(out))
+			switch {
+			case strings.HasPrefix(line, "ok ") && strings.Contains(line, `"undone":[{`):
+				undid++
+			case strings.HasPrefix(line, "refused ") && strings.Contains(line, "being undone"):
+			case strings.HasPrefix(line, "ok "): // the stored report, if the other finished first
+			default:
+				t.Errorf("helper said %q", line)
 			}
-			outs[i] = out
-		}()
-	}
-	time.Sleep(300 * time.Millisecond) // let both helpers open the ledger
-	os.WriteFile(goFile, nil, 0o600)
-	wg.Wait()
-
-	undid := 0
-	for _, out := range outs {
-		line := strings.TrimSpace(string(out))
-		switch {
-		case strings.HasPrefix(line, "ok ") && strings.Contains(line, `"undone":[{`):
-			undid++
-		case strings.HasPrefix(line, "refused ") && strings.Contains(line, "being undone"):
-		case strings.HasPrefix(line, "ok "): // the stored report, if the other finished first
-		default:
-			t.Errorf("helper said %q", line)
 		}
-	}
-	data, _ := os.ReadFile(marker)
-	if n := strings.Count(string(data), "undo "); n != files {
-		t.Fatalf("%d undo writes, want %d: the run was undone twice or not at all", n, files)
-	}
-	if undid < 1 {
-		t.Fatal("no helper undid the run")
-	}
-	for i := range files {
-		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("f%d", i))); err == nil {
-			t.Errorf("file %d still exists", i)
+		data, _ := os.ReadFile(marker)
+		if n := strings.Count(string(data), "undo "); n != files {
+			t.Fatalf("%d undo writes, want %d: the run was undone twice or not at all", n, files)
 		}
-	}
+		if undid < 1 {
+			t.Fatal("no helper undid the run")
+		}
+		for i := range files {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("f%d", i))); err == nil {
+				t.Errorf("file %d still exists", i)
+			}
+		}
+	})
 }

@@ -79,7 +79,7 @@ func (g *Guard) startRun(ctx context.Context, req *mcp.CallToolRequest, label st
 			return nil, err
 		}
 	}
-	if err := g.ledger.WithTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRunBy(r, by) }); err != nil {
+	if err := g.ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error { return tx.InsertRunBy(r, by) }); err != nil {
 		return nil, err
 	}
 	g.log.Info("run started", "run_id", r.ID)

@@ -127,7 +127,7 @@ var targets sync.Map
 // when t ends.
 func openLedger(t *testing.T, target string, create bool) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.Open(context.Background(), target, ledger.OpenOptions{Create: create})
+	l, err := ledger.Open(context.Background(), target, ledger.OpenOptions{Create: create, Durability: testDurability()})
 	if err != nil {
 		t.Fatalf("open ledger: %v", err)
 	}

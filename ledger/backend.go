@@ -77,6 +77,11 @@ type compactor interface {
 	Vacuum(ctx context.Context) error
 }
 
+// durableWriter is driver.DurableWriter, which a backend may implement.
+type durableWriter interface {
+	BeginDurableWrite(ctx context.Context, lazy bool) (tx *sql.Tx, end func(committed bool) error, err error)
+}
+
 // errorInterpreter is driver.ErrorInterpreter, which a backend may
 // implement.
 type errorInterpreter interface {

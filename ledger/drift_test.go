@@ -24,6 +24,7 @@ func TestBackendInterfaces_MatchPackageDriver(t *testing.T) {
 		{"WriteQueue", ledger.WriteQueueType, reflect.TypeFor[driver.WriteQueue]()},
 		{"ErrorInterpreter", ledger.ErrorInterpreterType, reflect.TypeFor[driver.ErrorInterpreter]()},
 		{"Compactor", ledger.CompactorType, reflect.TypeFor[driver.Compactor]()},
+		{"DurableWriter", ledger.DurableWriterType, reflect.TypeFor[driver.DurableWriter]()},
 	} {
 		if diff := methodDiff(pair.inLedger, pair.in); diff != "" {
 			t.Errorf("package ledger's copy of driver.%s has drifted from it:\n%s", pair.name, diff)

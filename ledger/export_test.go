@@ -9,4 +9,5 @@ var (
 	WriteQueueType       = reflect.TypeFor[writeQueue]()
 	ErrorInterpreterType = reflect.TypeFor[errorInterpreter]()
 	CompactorType        = reflect.TypeFor[compactor]()
+	DurableWriterType    = reflect.TypeFor[durableWriter]()
 )

@@ -58,19 +58,30 @@ type Tx struct {
 	l       *Ledger
 	b       backend
 	tx      *sql.Tx
-	release func() // ends the write turn (driver.WriteQueue); nil without one
+	release func()                     // ends the write turn (driver.WriteQueue); nil without one
+	done    func(committed bool) error // the backend's end of the transaction (driver.DurableWriter); nil without one
+
+	// lazy: the transaction was begun by WithLazyTx and may not claim.
+	lazy bool
 
 	// override names who makes the next transition, for the moves an
 	// operator makes (Reconcile), which the row cannot tell.
 	override *actor
 }
 
-// end gives back the write turn, once.
-func (tx *Tx) end() {
+// end gives back the write turn, then ends the backend's transaction,
+// once, and returns what the backend's end returned.
+func (tx *Tx) end(committed bool) error {
 	if tx.release != nil {
 		tx.release()
 		tx.release = nil
 	}
+	if tx.done == nil {
+		return nil
+	}
+	done := tx.done
+	tx.done = nil
+	return done(committed)
 }
 
 // SQL returns the underlying transaction, for operations whose own writes
@@ -86,6 +97,9 @@ func (tx *Tx) Change(id string) (*Change, error) { return tx.b.GetChange(tx.ctx,
 // InsertChange stores a new change, and its first history entry ("" →
 // its status, normally pending, by c.PreviewedBy).
 func (tx *Tx) InsertChange(c *Change) error {
+	if tx.lazy && claims("", c.Status) {
+		return lazyClaimError("change", c.ID, "", string(c.Status))
+	}
 	if err := tx.b.InsertChange(tx.ctx, tx.tx, c); err != nil {
 		return err
 	}
@@ -104,6 +118,9 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 	tx.override = nil
 	if !from.CanMoveTo(c.Status) {
 		return transitionError("change", c.ID, string(from), string(c.Status))
+	}
+	if tx.lazy && claims(from, c.Status) {
+		return lazyClaimError("change", c.ID, string(from), string(c.Status))
 	}
 	if c.Status.Terminal() && len(c.RedactFields) > 0 && c.RedactedAt.IsZero() {
 		if err := tx.l.redact(tx, c); err != nil {
@@ -164,6 +181,9 @@ func (tx *Tx) InsertRun(r *Run) error { return tx.InsertRunBy(r, "") }
 // opened a session run). The run's row does not record who started it:
 // its first history entry does.
 func (tx *Tx) InsertRunBy(r *Run, by string) error {
+	if tx.lazy && claimsRun("", r.Status) {
+		return lazyClaimError("run", r.ID, "", string(r.Status))
+	}
 	if err := tx.b.InsertRun(tx.ctx, tx.tx, r); err != nil {
 		return err
 	}
@@ -186,6 +206,9 @@ func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
 	if !from.CanMoveTo(r.Status) {
 		return transitionError("run", r.ID, string(from), string(r.Status))
 	}
+	if tx.lazy && claimsRun(from, r.Status) {
+		return lazyClaimError("run", r.ID, string(from), string(r.Status))
+	}
 	if err := tx.b.UpdateRun(tx.ctx, tx.tx, r, from); err != nil {
 		return err
 	}
@@ -203,11 +226,20 @@ func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
 // When the database aborts the transaction to resolve a conflict
 // (ErrRetry), WithTx runs fn again in a new transaction, a few times, so fn
 // must set everything it reports afresh on each call.
+//
+// Its commit waits for the disk whatever the ledger's [Durability]; a
+// transaction that claims nothing may use [Ledger.WithLazyTx] instead.
 func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
+	return l.retry(ctx, l.Begin, fn)
+}
+
+// retry runs fn in a transaction from begin, again after ErrRetry, a few
+// times (see WithTx).
+func (l *Ledger) retry(ctx context.Context, begin func(context.Context) (*Tx, error), fn func(tx *Tx) error) error {
 	const attempts = 4
 	var err error
 	for attempt := 1; attempt <= attempts; attempt++ {
-		if err = l.withTx(ctx, fn); !errors.Is(err, ErrRetry) || ctx.Err() != nil {
+		if err = withTx(ctx, begin, fn); !errors.Is(err, ErrRetry) || ctx.Err() != nil {
 			return err
 		}
 		if attempt < attempts {
@@ -217,9 +249,9 @@ func (l *Ledger) WithTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return err
 }
 
-// withTx is one attempt of WithTx.
-func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
-	tx, err := l.Begin(ctx)
+// withTx is one attempt of retry.
+func withTx(ctx context.Context, begin func(context.Context) (*Tx, error), fn func(tx *Tx) error) error {
+	tx, err := begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,8 +264,15 @@ func (l *Ledger) withTx(ctx context.Context, fn func(tx *Tx) error) error {
 
 // Begin starts a write transaction for callers whose transaction spans more
 // than one function (WithTx is simpler for the rest). The caller must end it
-// with Commit or Rollback.
+// with Commit or Rollback. Its commit waits for the disk whatever the
+// ledger's [Durability].
 func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
+	return l.begin(ctx, false)
+}
+
+// begin takes this process's write turn (driver.WriteQueue) and starts a
+// transaction, lazy or not (driver.DurableWriter).
+func (l *Ledger) begin(ctx context.Context, lazy bool) (*Tx, error) {
 	var release func()
 	if q, ok := l.b.(writeQueue); ok {
 		r, err := q.TakeWriteTurn(ctx)
@@ -242,21 +281,35 @@ func (l *Ledger) Begin(ctx context.Context) (*Tx, error) {
 		}
 		release = r
 	}
-	sqlTx, err := l.b.BeginWrite(ctx)
+	var (
+		sqlTx *sql.Tx
+		done  func(bool) error
+		err   error
+	)
+	if dw, ok := l.b.(durableWriter); ok {
+		sqlTx, done, err = dw.BeginDurableWrite(ctx, lazy)
+	} else {
+		sqlTx, err = l.b.BeginWrite(ctx)
+	}
 	if err != nil {
 		if release != nil {
 			release()
 		}
 		return nil, l.interpret("begin transaction on", err)
 	}
-	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx, release: release}, nil
+	return &Tx{ctx: ctx, l: l, b: l.b, tx: sqlTx, release: release, done: done, lazy: lazy}, nil
 }
 
-// Commit commits a transaction from Begin.
+// Commit commits a transaction from Begin. It returns once the commit is
+// as durable as the ledger's [Durability] asks.
 func (tx *Tx) Commit() error {
-	defer tx.end()
-	if err := tx.tx.Commit(); err != nil {
+	err := tx.tx.Commit()
+	if err != nil {
+		_ = tx.end(false)
 		return tx.l.interpret("commit to", err)
+	}
+	if err := tx.end(true); err != nil {
+		return tx.l.interpret("sync the commit to", err)
 	}
 	return nil
 }
@@ -275,8 +328,9 @@ func (l *Ledger) interpret(op string, err error) error {
 // Rollback rolls back a transaction from Begin. It does nothing after
 // Commit.
 func (tx *Tx) Rollback() error {
-	defer tx.end()
-	return tx.tx.Rollback()
+	err := tx.tx.Rollback()
+	_ = tx.end(false)
+	return err
 }
 
 // Change reads one change. It returns an error wrapping ErrNotFound when

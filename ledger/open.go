@@ -26,6 +26,10 @@ type OpenOptions struct {
 	// damaged before using it. The zero value, CheckAuto, is right for
 	// servers and tools alike.
 	Check IntegrityCheck
+	// Durability says which commits wait for the disk: every one
+	// (DurabilityFull, the zero value) or only the claims
+	// (DurabilityClaims). See [Durability] and docs/reliability.md.
+	Durability Durability
 	// Clock is the ledger's clock (time.Now when nil), fixed for the life
 	// of the returned Ledger. It is the "now" of the ledger's own work:
 	// which pending changes ExpireStale finds expired, Prune's cutoff and
@@ -96,6 +100,9 @@ func Open(ctx context.Context, target string, opts OpenOptions) (*Ledger, error)
 	}
 	if err := checkTarget(target); err != nil {
 		return nil, &Error{Op: "open", Err: err}
+	}
+	if err := opts.Durability.check(); err != nil {
+		return nil, &Error{Op: "open", Location: redactTarget(target), Err: err}
 	}
 	b, err := openBackend(ctx, schemeOf(target), target, opts)
 	if err != nil {

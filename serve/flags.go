@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // Flags are the flags [Main] gives every server.
@@ -25,6 +27,9 @@ type Flags struct {
 	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
 	// HTTPOptions.AllowedHosts.
 	AllowedHosts []string
+	// Durability (--durability full|claims): which of the ledger's commits
+	// wait for the disk; see changeset.Options.Durability.
+	Durability ledger.Durability
 
 	// ownVerifier: the program verifies tokens itself, so --http needs no
 	// token file.
@@ -33,7 +38,7 @@ type Flags struct {
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true, "user-approval": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true, "user-approval": true, "durability": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -62,6 +67,8 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		})
 	fs.BoolVar(&f.UserApproval, "user-approval", false,
 		"the user approves every write in the client (form elicitation) instead of the agent presenting a token; over --stateless only clients on protocol 2026-07-28 can be asked")
+	fs.Var(&f.Durability, "durability",
+		"the ledger's `durability`: full (every commit waits for the disk) or claims (only the claims of an apply, an undo or a run's undo; a power loss may then lose the latest previews and outcomes, never at-most-once; see docs/reliability.md)")
 	fs.StringVar(&f.Dashboard, "dashboard", "",
 		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
 }

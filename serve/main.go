@@ -139,7 +139,7 @@ func run(p Program, f Flags) error {
 		version = "1.0.0"
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: p.Name, Version: version}, nil)
-	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest}
+	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest, Durability: f.Durability}
 	if f.UserApproval {
 		opts.Approval = changeset.UserApproval
 	}

@@ -88,6 +88,8 @@ func TestMain_UsageErrorsExit2AndHelpExits0(t *testing.T) {
 		{[]string{"stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"--no-such-flag"}, 2, "Common flags:"},
 		{[]string{"--help"}, 0, "--stateless"},
+		{[]string{"--durability", "fast"}, 2, `unknown durability "fast": use full`},
+		{[]string{"--help"}, 0, "--durability durability"},
 	} {
 		cmd, stdout, stderr := mainCmd(t, tc.args...)
 		_ = cmd.Run()

@@ -62,7 +62,7 @@ type mediumResult struct {
 // openGuard opens a Guard with the benchmark's operations on a new ledger
 // at path.
 func openGuard(path string) (*changeset.Guard, *store, error) {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Durability: durability})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,12 +24,18 @@
 // a cycle on the same disk. --mcp-profile writes a CPU profile of an
 // in-process settings server under the same load.
 //
+// --durability full|claims opens every ledger it measures with that
+// durability; --durability-clients 1,4,16 also compares the two at those
+// numbers of clients (goroutines of one process), cycles/s and, with
+// strace installed, fsyncs per cycle.
+//
 // It prints tables and writes the figures as JSON with --json. On a
 // terminal, a progress line shows on standard error.
 //
 // Usage:
 //
-//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL]
+//	changeset-bench [--quick] [--dir DIR] [--json FILE] [--postgres URL] [--durability full|claims]
+//	changeset-bench --skip-cycles --skip-procs --durability-clients 1,4,16 [--duration D]
 //	changeset-bench --mcp [--quick] [--dir DIR] [--json FILE] [--mcp-profile FILE]
 //	changeset-bench --scale N [--scale-base M] [--dir DIR] [--json FILE] [--postgres URL]
 //
@@ -65,6 +71,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(workerMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == durabilityCommand {
+		os.Exit(durabilityMain(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:])
 	stop()
@@ -86,6 +95,7 @@ type options struct {
 	skipMedia, skipProcs bool
 	mcp                  mcpOptions
 	scale                scaleOptions
+	durabilityClients    []int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -104,6 +114,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "write the figures as JSON to `FILE`")
 	fs.BoolVar(&o.skipMedia, "skip-cycles", false, "skip the baseline and single-process cycles")
 	fs.BoolVar(&o.skipProcs, "skip-procs", false, "skip the multi-process measurements")
+	fs.Var(&durability, "durability", "the durability of every ledger measured: full (every commit waits for the disk) or claims (only the claims do)")
+	durabilityClients := fs.String("durability-clients", "", "also compare the durabilities full and claims with these client counts (goroutines of one process), e.g. 1,4,16; fsyncs counted with strace when installed")
 	fs.BoolVar(&o.mcp.on, "mcp", false, "measure example servers through go-sdk clients instead (see the --mcp-* flags)")
 	mcpClients := fs.String("mcp-clients", "1,2,4", "with --mcp: client counts, each client driving a server of its own")
 	mcpTransports := fs.String("mcp-transports", "stdio,http", "with --mcp: transports, stdio and/or http (Streamable HTTP on loopback)")
@@ -151,6 +163,11 @@ func parseFlags(args []string) (*options, error) {
 	if o.procs, err = intList(*procs); err != nil {
 		return nil, fmt.Errorf("--procs: %w", err)
 	}
+	if *durabilityClients != "" {
+		if o.durabilityClients, err = intList(*durabilityClients); err != nil {
+			return nil, fmt.Errorf("--durability-clients: %w", err)
+		}
+	}
 	if o.pgClients, err = intList(*pgClients); err != nil {
 		return nil, fmt.Errorf("--pg-clients: %w", err)
 	}
@@ -184,7 +201,8 @@ func run(ctx context.Context, args []string) error {
 		Started: time.Now().UTC(),
 		Machine: machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), GoVersion: runtime.Version(),
 			Dir: o.dir, FSType: fsType(o.dir), MemDir: o.memDir, LoadBefore: loadAverage()},
-		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges},
+		Settings: settings{Duration: o.duration, MemDuration: o.memDur, Procs: o.procs, RaceProcs: o.raceProcs, RaceChanges: o.raceChanges,
+			Durability: durability.String()},
 	}
 	prog := newProgress(os.Stderr)
 	if o.scale.N > 0 {
@@ -250,6 +268,13 @@ func measure(ctx context.Context, o *options, r *report, prog *progress) error {
 			return err
 		}
 	}
+	if len(o.durabilityClients) > 0 {
+		res, err := durabilityPhase(ctx, o.dir, o.durabilityClients, o.duration, prog)
+		if err != nil {
+			return fmt.Errorf("durability: %w", err)
+		}
+		r.Durability = res
+	}
 	if o.postgres != "" {
 		r.Settings.PGClients = o.pgClients
 		return postgresPhases(ctx, o, r, prog)
@@ -298,7 +323,7 @@ func processPhases(ctx context.Context, o *options, r *report, prog *progress, b
 // createLedger creates the ledger at target, so that workers starting
 // together find it ready.
 func createLedger(target string) error {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, Durability: durability})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == workerCommand {
 		os.Exit(workerMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == durabilityCommand {
+		os.Exit(durabilityMain(os.Args[2:]))
+	}
 	code := m.Run()
 	pgtest.Stop()
 	os.Exit(code)

@@ -43,7 +43,7 @@ func profileMCP(ctx context.Context, path, work string, d time.Duration, prog *p
 	server := mcp.NewServer(&mcp.Implementation{Name: "settings", Version: "1.0.0"}, nil)
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	g, err := changeset.New(server, changeset.Options{LedgerPath: filepath.Join(work, "profile.db"), Logger: log,
-		ScopeFunc: serve.ScopeFromRequest, Principal: serve.PrincipalFromRequest})
+		ScopeFunc: serve.ScopeFromRequest, Principal: serve.PrincipalFromRequest, Durability: durability})
 	if err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ type mcpServer struct {
 // cycles. HTTP callers present token, which tokenFile holds.
 func startServer(ctx context.Context, ex mcpExample, bin, transport, ledgerPath, tokenFile, token string) (*mcpServer, error) {
 	s := &mcpServer{ex: ex, log: &logTail{url: make(chan string, 1)}, lat: map[string][]int64{}}
-	args := []string{"--ledger", ledgerPath}
+	args := []string{"--ledger", ledgerPath, "--durability", durability.String()}
 	if transport == "http" {
 		args = append(args, "--http", "127.0.0.1:0", "--auth-token-file", tokenFile)
 	}

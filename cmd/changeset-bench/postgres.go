@@ -31,7 +31,7 @@ func postgresPhases(ctx context.Context, o *options, r *report, prog *progress) 
 		u.RawQuery = q.Encode()
 	}
 	target := u.String()
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded, Durability: durability})
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}

@@ -83,7 +83,7 @@ func startGroup(ctx context.Context, target, dir, mode string, n int, changesFil
 			return nil, err // a stale file would count as double applies
 		}
 		g.markers = append(g.markers, marker)
-		cmd := exec.CommandContext(ctx, self, workerCommand, "-ledger", target, "-mode", mode,
+		cmd := exec.CommandContext(ctx, self, workerCommand, "-ledger", target, "-mode", mode, "-durability", durability.String(),
 			"-changes", changesFile, "-marker", marker, "-id", fmt.Sprint(i))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
@@ -233,7 +233,7 @@ func procSummary(backend string, g *group, results []*workerResult, slices int) 
 func runRace(ctx context.Context, backend, target, dir string, n, m int, prog *progress) (*raceResult, error) {
 	// Every preview waits for the race at once: raise the pending quota
 	// above them.
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded, MaxPendingPerScope: m + 1})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded, MaxPendingPerScope: m + 1, Durability: durability})
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ type report struct {
 	// clients; MCPProfile the in-process profile of --mcp-profile.
 	MCP        []*mcpResult   `json:"mcp,omitempty"`
 	MCPProfile *profileResult `json:"mcp_profile,omitempty"`
+	// Durability is the comparison of --durability-clients.
+	Durability []*durabilityResult `json:"durability,omitempty"`
 	// ProcRaw is the baseline measured beside the processes, per backend.
 	ProcRaw []namedRaw `json:"processes_raw,omitempty"`
 	Goals   []goal     `json:"goals"`
@@ -51,6 +53,7 @@ type settings struct {
 	RaceProcs   []int         `json:"race_procs"`
 	RaceChanges int           `json:"race_changes"`
 	PGClients   []int         `json:"pg_clients,omitempty"`
+	Durability  string        `json:"durability"` // --durability
 	MCP         *mcpOptions   `json:"mcp,omitempty"`
 }
 
@@ -184,6 +187,9 @@ func (r *report) print(out io.Writer) {
 		}
 		w.Flush()
 		fmt.Fprintln(out)
+	}
+	if len(r.Durability) > 0 {
+		r.printDurability(out)
 	}
 	if len(r.Races) > 0 {
 		fmt.Fprintln(out, "Racing claims: every process applies every change, in its own random order")

@@ -76,6 +76,7 @@ func workerMain(args []string) int {
 	changes := fs.String("changes", "", "file of 'id token' lines to race for")
 	marker := fs.String("marker", "", "file to append a line to at every apply")
 	id := fs.Int("id", 0, "the worker's number")
+	fs.Var(&durability, "durability", "full or claims")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,7 +95,7 @@ func work(target, mode, changesFile, markerFile string, id int) error {
 	}
 	defer f.Close()
 	s := newStore(f)
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: target, WriteMode: changeset.WriteGuarded, Durability: durability})
 	if err != nil {
 		return err
 	}

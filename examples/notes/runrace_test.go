@@ -65,6 +65,19 @@ func TestRunRace_OneProcess_PostgreSQL(t *testing.T) {
 	raceRuns(t, pgtest.DSN(t), raceMode{oneProcess: true, sameNote: true})
 }
 
+// The races again on servers started with --durability claims, whose
+// previews and outcomes commit without waiting for the disk: the contract
+// of a run's undo holds the same, on both backends, across processes and
+// in one.
+
+func TestRunRace_AcrossProcesses_SQLite_DurabilityClaims(t *testing.T) {
+	raceRuns(t, filepath.Join(t.TempDir(), "ledger.db"), raceMode{claims: true})
+}
+
+func TestRunRace_OneProcess_PostgreSQL_DurabilityClaims(t *testing.T) {
+	raceRuns(t, pgtest.DSN(t), raceMode{oneProcess: true, sameNote: true, claims: true})
+}
+
 // TestRunRace_SameNoteAcrossProcesses races B's apply of a change to a
 // note against A's undo of the run's earlier change to the same note, in
 // two processes: the notes' lock file (flock) keeps one of them from
@@ -77,6 +90,7 @@ func TestRunRace_SameNoteAcrossProcesses(t *testing.T) {
 type raceMode struct {
 	oneProcess bool // A, B and C are sessions of one server over HTTP
 	sameNote   bool // B's pending changes may be to notes the run changed
+	claims     bool // the servers run with --durability claims
 }
 
 // Limits of one race test: it stops after raceIterations iterations or
@@ -166,6 +180,9 @@ func raceConfig(t *testing.T) (seed int64, iterations int, budget time.Duration)
 func raceRuns(t *testing.T, ledgerURL string, mode raceMode) {
 	dir := t.TempDir()
 	args := []string{"--ledger", ledgerURL, "--root", dir}
+	if mode.claims {
+		args = append(args, "--durability", "claims")
+	}
 	var a, b, c *exampletest.Client
 	if mode.oneProcess {
 		const token = "alice-0123456789abcdef0123456789ab"

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 // openTracker opens the ledger at path as a Guard with the tracker's
 // operations, without a server.
 func openTracker(t testing.TB, path string) (*changeset.Guard, *tracker) {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: path, WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func openTracker(t testing.TB, path string) (*changeset.Guard, *tracker) {
 // random order with a random pause inside each transaction, printing
 // "ok ID" for each apply that succeeded. The parent kills it at random.
 func helperApply() int {
-	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("TICKETS_LEDGER"), WriteMode: changeset.WriteGuarded})
+	g, err := changeset.New(nil, changeset.Options{LedgerPath: os.Getenv("TICKETS_LEDGER"), WriteMode: changeset.WriteGuarded, Durability: testDurability()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -69,6 +69,33 @@ func helperApply() int {
 		}
 	}
 	return 0
+}
+
+// durabilityEnv names the ledger durability of the tests' Guards and of
+// their helper processes ("full" when unset); eachDurability sets it.
+const durabilityEnv = "TICKETS_TEST_DURABILITY"
+
+// testDurability is the durability durabilityEnv names.
+func testDurability() ledger.Durability {
+	var d ledger.Durability
+	if v := os.Getenv(durabilityEnv); v != "" {
+		if err := d.Set(v); err != nil {
+			panic(err)
+		}
+	}
+	return d
+}
+
+// eachDurability runs fn once per ledger durability, as subtests named
+// after them: at-most-once holds whether or not the commits that claim
+// nothing wait for the disk.
+func eachDurability(t *testing.T, fn func(t *testing.T)) {
+	for _, d := range []ledger.Durability{ledger.DurabilityFull, ledger.DurabilityClaims} {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Setenv(durabilityEnv, d.String())
+			fn(t)
+		})
+	}
 }
 
 func helper(path string, pairs []string) *exec.Cmd {
@@ -94,56 +121,58 @@ func TestTx_SIGKILLAtRandomPointsNeverLeavesApplyingOrAppliesTwice(t *testing.T)
 	if testing.Short() {
 		t.Skip("kills processes")
 	}
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	g, tr := openTracker(t, path)
-	defer g.Close()
-	pairs := previewCreates(t, g, 150)
-	ctx := context.Background()
+	eachDurability(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		g, tr := openTracker(t, path)
+		defer g.Close()
+		pairs := previewCreates(t, g, 150)
+		ctx := context.Background()
 
-	kills := 0
-	for round := 0; round < 400; round++ {
-		var remaining []string
-		for _, p := range pairs {
-			id, _, _ := strings.Cut(p, "=")
-			if c, _ := g.Ledger().Change(ctx, id); c.Status == ledger.Pending {
-				remaining = append(remaining, p)
+		kills := 0
+		for round := 0; round < 400; round++ {
+			var remaining []string
+			for _, p := range pairs {
+				id, _, _ := strings.Cut(p, "=")
+				if c, _ := g.Ledger().Change(ctx, id); c.Status == ledger.Pending {
+					remaining = append(remaining, p)
+				}
 			}
-		}
-		if len(remaining) == 0 {
-			break
-		}
-		cmd := helper(path, remaining)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := bufio.NewScanner(stdout)
-		lines.Scan() // "ready": the helper opened the ledger
-		done := make(chan error, 1)
-		go func() {
-			for lines.Scan() {
+			if len(remaining) == 0 {
+				break
 			}
-			done <- cmd.Wait()
-		}()
-		select {
-		case <-done:
-		case <-time.After(time.Duration(15+rand.IntN(25)) * time.Millisecond):
-			cmd.Process.Kill() // SIGKILL
-			<-done
-			kills++
+			cmd := helper(path, remaining)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stdout)
+			lines.Scan() // "ready": the helper opened the ledger
+			done := make(chan error, 1)
+			go func() {
+				for lines.Scan() {
+				}
+				done <- cmd.Wait()
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Duration(15+rand.IntN(25)) * time.Millisecond):
+				cmd.Process.Kill() // SIGKILL
+				<-done
+				kills++
+			}
+			// After every kill: nothing in flight, and the tickets table agrees
+			// with the ledger.
+			checkTxInvariants(t, g, tr, pairs)
 		}
-		// After every kill: nothing in flight, and the tickets table agrees
-		// with the ledger.
 		checkTxInvariants(t, g, tr, pairs)
-	}
-	checkTxInvariants(t, g, tr, pairs)
-	if kills < 5 {
-		t.Fatalf("only %d helpers were killed mid-work; the test proved little", kills)
-	}
-	t.Logf("%d SIGKILLs", kills)
+		if kills < 5 {
+			t.Fatalf("only %d helpers were killed mid-work; the test proved little", kills)
+		}
+		t.Logf("%d SIGKILLs", kills)
+	})
 }
 
 // checkTxInvariants: no change is applying; a change is applied exactly
@@ -184,38 +213,40 @@ func TestTx_ProcessesRacingOneTokenApplyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	g, tr := openTracker(t, path)
-	defer g.Close()
-	pairs := previewCreates(t, g, 30)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	wins := map[string]int{}
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := helper(path, pairs).Output()
-			if err != nil {
-				t.Errorf("helper: %v", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-				if id, ok := strings.CutPrefix(l, "ok "); ok { // "ready" and the rest are ignored
-					wins[id]++
+	eachDurability(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		g, tr := openTracker(t, path)
+		defer g.Close()
+		pairs := previewCreates(t, g, 30)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := map[string]int{}
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := helper(path, pairs).Output()
+				if err != nil {
+					t.Errorf("helper: %v", err)
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, p := range pairs {
-		id, _, _ := strings.Cut(p, "=")
-		if wins[id] != 1 {
-			t.Errorf("%s applied %d times", id, wins[id])
+				mu.Lock()
+				defer mu.Unlock()
+				for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+					if id, ok := strings.CutPrefix(l, "ok "); ok { // "ready" and the rest are ignored
+						wins[id]++
+					}
+				}
+			}()
 		}
-	}
-	checkTxInvariants(t, g, tr, pairs)
+		wg.Wait()
+		for _, p := range pairs {
+			id, _, _ := strings.Cut(p, "=")
+			if wins[id] != 1 {
+				t.Errorf("%s applied %d times", id, wins[id])
+			}
+		}
+		checkTxInvariants(t, g, tr, pairs)
+	})
 }
 
 // env is the tracker behind an in-memory MCP client.

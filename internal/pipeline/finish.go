@@ -39,10 +39,14 @@ const busyAttempts = 5
 // while the ledger stays busy (ledger.ErrBusy) past its own busy timeout:
 // for the bookkeeping that must not be lost to a moment of contention
 // (an outcome, a failure, a run released). It returns the last error.
+// None of that is a claim, so the transaction is lazy: under
+// ledger.DurabilityClaims it rides on the next claim's sync, and a machine
+// that stops first leaves the row in flight for an operator, as a crash
+// does.
 func (e *Engine) retryBusy(ctx context.Context, fn func(tx *ledger.Tx) error) error {
 	var err error
 	for attempt := range busyAttempts {
-		if err = e.Ledger.WithTx(ctx, fn); err == nil || !errors.Is(err, ledger.ErrBusy) {
+		if err = e.Ledger.WithLazyTx(ctx, fn); err == nil || !errors.Is(err, ledger.ErrBusy) {
 			return err
 		}
 		if attempt < busyAttempts-1 {

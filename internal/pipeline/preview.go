@@ -99,8 +99,9 @@ func (e *Engine) Store(ctx context.Context, p Pending) (*ledger.Change, string, 
 	c.ConfirmHash = token.Digest(token.PurposeApply, c.ID, c.PayloadHash, tok)
 
 	var sessionRun string // the session run the preview joined, if any
-	err := e.Ledger.WithTx(ctx, func(tx *ledger.Tx) error {
-		// WithTx may run this again.
+	// A preview claims nothing: it may ride on the next claim's sync.
+	err := e.Ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
+		// WithLazyTx may run this again.
 		sessionRun = ""
 		if o.Tx != nil && o.Tx.Observe != nil && prop.State == nil { // in the same transaction as the row
 			state, err := observeTx(ctx, tx, o, c.Payload)

@@ -68,7 +68,9 @@ func (e *Engine) RunBusy(id string) error {
 func (e *Engine) OfferRunUndo(ctx context.Context, runID string, plan *undoplan.Plan) (string, time.Time, error) {
 	tok := token.New(token.ConfirmPrefix)
 	expires := e.Now().Add(e.TTL)
-	err := e.Ledger.WithTx(ctx, func(tx *ledger.Tx) error {
+	// Storing a dry run's token claims nothing: a lost one is a dry run to
+	// redo.
+	err := e.Ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
 		cur, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -165,7 +167,8 @@ func (e *Engine) ExecuteRun(ctx context.Context, r *ledger.Run, plan *undoplan.P
 // report. An undo that leaves the run open forgets who undid it. It runs
 // even if ctx is cancelled.
 func (e *Engine) CloseRun(ctx context.Context, id string, status ledger.RunStatus, report []byte) error {
-	return e.Ledger.WithTx(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
+	// The run's report: not a claim.
+	return e.Ledger.WithLazyTx(context.WithoutCancel(ctx), func(tx *ledger.Tx) error {
 		cur, err := tx.Run(id)
 		if err != nil {
 			return err

@@ -6,7 +6,7 @@
 //
 // A backend is a package of its own that owns its SQL and its migrations
 // (ledger/sqlite and ledger/postgres are the two of this module). It
-// implements [Backend], and optionally [WriteQueue], [Compactor] and
+// implements [Backend], and optionally [WriteQueue], [Compactor], [DurableWriter] and
 // [ErrorInterpreter], and calls [Register] from its init so that
 // [ledger.Open] reaches it by the scheme of a target:
 //
@@ -195,6 +195,30 @@ type Compactor interface {
 	// switches the file to incremental auto-vacuum, so that Reclaim
 	// returns space from then on.
 	Vacuum(ctx context.Context) error
+}
+
+// DurableWriter is implemented by backends that choose, transaction by
+// transaction, how a commit reaches the disk, for [ledger.Durability].
+// Without it every transaction of the Ledger is an ordinary one
+// (BeginWrite), whose commit waits for the disk.
+type DurableWriter interface {
+	// BeginDurableWrite is BeginWrite for a lazy transaction (lazy: one
+	// that claims nothing, [ledger.Ledger.WithLazyTx]) or for any other
+	// (a claim, [ledger.Ledger.WithTx]). The Ledger calls end, when it is
+	// not nil, once the transaction has ended (committed says whether it
+	// committed), after it has given back the write turn, and a
+	// non-nil error of end fails the commit.
+	//
+	// Under ledger.DurabilityFull every commit must be on the disk when
+	// the Ledger's Commit returns. Under ledger.DurabilityClaims that
+	// holds for the transactions that are not lazy; a lazy commit may
+	// return once the database has it, and must reach the disk no later
+	// than the next commit, of any process, that waits for it; a crash of
+	// the application's process must lose none of them. A log written in
+	// order and synced as a whole, as SQLite's write-ahead log and
+	// PostgreSQL's are, gives both. A transaction leaves no trace on the
+	// connections of the pool once end has returned.
+	BeginDurableWrite(ctx context.Context, lazy bool) (tx *sql.Tx, end func(committed bool) error, err error)
 }
 
 // ErrorInterpreter is implemented by backends that can map their database

@@ -14,8 +14,9 @@
 // The suite is split by area: changes.go (rows of changes), runs.go,
 // meta.go (values kept beside the rows), transitions.go (transactions,
 // expiry, reconcile), history.go (the history of transitions), prune.go
-// (retention) and concurrency.go (races between goroutines and between
-// independent handles, as between processes). [Benchmark] times full
+// (retention), concurrency.go (races between goroutines and between
+// independent handles, as between processes) and durability.go (lazy
+// transactions). [Benchmark] times full
 // preview → apply → undo cycles at several numbers of clients.
 //
 // Every subtest opens a ledger of its own, runs in parallel with the
@@ -63,6 +64,7 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("Prune", func(t *testing.T) { exercisePrune(t, h) })
 	t.Run("History", func(t *testing.T) { exerciseHistory(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { exerciseConcurrency(t, h) })
+	t.Run("Durability", func(t *testing.T) { ExerciseDurability(t, h) })
 }
 
 // test is one subtest of the suite.

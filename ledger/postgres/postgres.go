@@ -76,11 +76,14 @@ type Backend struct {
 	schema   string
 	readOnly bool
 	sql      statements
+	// durability is ledger.OpenOptions.Durability (see durability.go).
+	durability ledger.Durability
 }
 
 var (
 	_ driver.Backend          = (*Backend)(nil)
 	_ driver.ErrorInterpreter = (*Backend)(nil)
+	_ driver.DurableWriter    = (*Backend)(nil)
 )
 
 // Open opens the ledger that target, a postgres:// URL, names.
@@ -108,7 +111,7 @@ func Open(ctx context.Context, target string, opts ledger.OpenOptions) (*Backend
 	if err != nil {
 		return nil, &ledger.Error{Op: "open", Location: "PostgreSQL ledger", Err: err}
 	}
-	b := &Backend{location: t.location, schema: t.schema, readOnly: opts.ReadOnly, sql: newStatements(t.schema)}
+	b := &Backend{location: t.location, schema: t.schema, readOnly: opts.ReadOnly, sql: newStatements(t.schema), durability: opts.Durability}
 	db := stdlib.OpenDB(*t.conn)
 	db.SetMaxOpenConns(t.maxConns)
 	db.SetMaxIdleConns(min(maxIdleConns, t.maxConns))

@@ -23,8 +23,11 @@
 //
 // Every write transaction starts with BEGIN IMMEDIATE, so it holds the
 // file's write lock from its first statement; readers are never blocked by
-// it. The file must be on a local disk: SQLite's WAL mode and locks are
-// unsafe on network filesystems, which Open detects and refuses unless
+// it. Every commit waits for the disk (synchronous=FULL), except, under
+// [ledger.DurabilityClaims], those of lazy transactions, and claims then
+// share their syncs (see [Backend.BeginDurableWrite]). The file must be on
+// a local disk: SQLite's WAL mode and locks are unsafe on network
+// filesystems, which Open detects and refuses unless
 // [ledger.OpenOptions.AllowNetworkFS] is set.
 //
 // A read-only open ([ledger.OpenOptions.ReadOnly]) never changes the main
@@ -36,6 +39,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,12 +105,18 @@ type Backend struct {
 	// busyTimeout bounds the wait for a turn, as for the file's lock.
 	writeTurn   chan struct{}
 	busyTimeout time.Duration
+
+	// durability is ledger.OpenOptions.Durability; group shares the
+	// syncs of its claims (see durability.go).
+	durability ledger.Durability
+	group      *groupSync
 }
 
 var (
 	_ driver.Backend          = (*Backend)(nil)
 	_ driver.WriteQueue       = (*Backend)(nil)
 	_ driver.ErrorInterpreter = (*Backend)(nil)
+	_ driver.DurableWriter    = (*Backend)(nil)
 )
 
 // Open opens the ledger in the SQLite file at path.
@@ -131,7 +141,8 @@ func Open(ctx context.Context, path string, opts ledger.OpenOptions) (*Backend, 
 // open is Open with the size up to which ledger.CheckAuto reads the whole
 // file, which tests lower to exercise the structural check on small files.
 func open(ctx context.Context, path string, opts ledger.OpenOptions, fullCheckLimit int64) (*Backend, error) {
-	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit, writeTurn: make(chan struct{}, 1)}
+	b := &Backend{path: path, readOnly: opts.ReadOnly, fullCheckLimit: fullCheckLimit, writeTurn: make(chan struct{}, 1), durability: opts.Durability,
+		group: newGroupSync(absPath(path))}
 	timeout := opts.BusyTimeout
 	if timeout <= 0 {
 		timeout = ledger.DefaultBusyTimeout
@@ -224,4 +235,14 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 		return nil, b.interpretError(op, err)
 	}
 	return tx, nil
+}
+
+// absPath is path made absolute, so that a change of the working directory
+// cannot point the group's syncs at another file; path itself when that
+// fails (Open then fails on it too).
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
