@@ -124,6 +124,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.scale.N, "scale", 0, "build ledgers of `N` changes and of --scale-base changes through the ledger's API and time the pages and commands on both (see docs/benchmarks.md)")
 	fs.IntVar(&o.scale.Base, "scale-base", 10000, "with --scale: the size N is compared with")
 	fs.StringVar(&o.scale.CLI, "cli", "", "with --scale: the mcp-changeset binary to time (default: built from the module with go build)")
+	fs.BoolVar(&o.scale.SkipSQLite, "skip-sqlite", false, "with --scale and --postgres: measure PostgreSQL only")
 	fs.BoolVar(&o.scale.Keep, "keep-ledgers", false, "with --scale: keep the ledgers (and PostgreSQL schemas) instead of deleting them")
 	fs.IntVar(&o.scale.MaxRuns, "scale-runs", 25, "with --scale: time each quick row at most this many times (the median is reported)")
 	fs.Uint64Var(&o.scale.Seed, "scale-seed", 1, "with --scale: the seed of the ledgers' contents (the same seed builds the same ledgers)")

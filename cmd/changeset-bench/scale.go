@@ -30,16 +30,22 @@ type scaleOptions struct {
 	Base int    // --scale-base: the size it is compared with
 	CLI  string // --cli: a built mcp-changeset; "" builds one
 	Keep bool   // --keep-ledgers: leave the ledgers behind
-	Seed uint64 // --scale-seed
+	// SkipSQLite (--skip-sqlite) measures PostgreSQL only.
+	SkipSQLite bool
+	Seed       uint64 // --scale-seed
 	// MaxRuns (--scale-runs) is how many times a quick row is timed at
 	// most.
 	MaxRuns int
 }
 
-// check refuses sizes the builder cannot honour.
-func (s *scaleOptions) check() error {
+// check refuses sizes the builder cannot honour, and options that leave
+// nothing to measure; postgres is the --postgres URL.
+func (s *scaleOptions) check(postgres string) error {
 	if s.N < scaleMinChanges || s.Base < scaleMinChanges {
 		return fmt.Errorf("--scale and --scale-base must be at least %d changes (got %d and %d)", scaleMinChanges, s.N, s.Base)
+	}
+	if s.SkipSQLite && postgres == "" {
+		return fmt.Errorf("--skip-sqlite leaves nothing to measure without --postgres")
 	}
 	if s.MaxRuns < 1 {
 		return fmt.Errorf("--scale-runs must be at least 1, got %d", s.MaxRuns)
@@ -121,7 +127,7 @@ type pruneResult struct {
 // runScale runs the --scale mode and prints its tables.
 func runScale(ctx context.Context, o *options, args []string, prog *progress) (*scaleReport, error) {
 	s := &o.scale
-	if err := s.check(); err != nil {
+	if err := s.check(o.postgres); err != nil {
 		return nil, err
 	}
 	rep := &scaleReport{
@@ -147,11 +153,13 @@ func runScale(ctx context.Context, o *options, args []string, prog *progress) (*
 	}
 	sizes := [2]int{s.Base, s.N}
 	sqliteTargets := [2]string{filepath.Join(work, fmt.Sprintf("ledger-%d.db", s.Base)), filepath.Join(work, fmt.Sprintf("ledger-%d.db", s.N))}
-	be, err := measureBackend(ctx, "sqlite", sizes, sqliteTargets, s, cli, prog, sqliteSpace)
-	if err != nil {
-		return nil, err
+	if !s.SkipSQLite {
+		be, err := measureBackend(ctx, "sqlite", sizes, sqliteTargets, s, cli, prog, sqliteSpace)
+		if err != nil {
+			return nil, err
+		}
+		rep.Backends = append(rep.Backends, be)
 	}
-	rep.Backends = append(rep.Backends, be)
 	if o.postgres != "" {
 		targets, admin, drop, err := postgresTargets(ctx, o.postgres, sizes)
 		if err != nil {
