@@ -261,6 +261,39 @@ func TestRun_UndoRestoresStateByteForByteNewestFirst(t *testing.T) {
 	})
 }
 
+// On a clock that does not move between steps (a coarse clock, or a fast
+// agent), every change of a run is applied in the same instant: the run's
+// undo must still go newest first, in the order the applies committed, or
+// undoing an older rename first would find the newer title and refuse.
+func TestRun_UndoOnAFrozenClockFollowsTheCommitOrder(t *testing.T) {
+	t.Parallel()
+	onEachBackend(t, func(t *testing.T, kit backendKit) {
+		f := newRunFixtureOn(t, kit)
+		before := f.docs.dump()
+		run := f.startRun("Many renames in one instant")
+		var applied []string
+		for i := range 8 {
+			args := map[string]any{"id": 1, "title": fmt.Sprintf("title %d", i), "run_id": run}
+			out := mustCall(t, f.session, "preview_rename_doc", args) // no clock.Advance: one instant
+			id := out["change_id"].(string)
+			f.apply(id, out["confirmation_token"].(string))
+			applied = append(applied, id)
+		}
+		slices.Reverse(applied)
+		dry := f.dryRun(run)
+		if got := ids(dry["will_undo"]); !slices.Equal(got, applied) {
+			t.Fatalf("will_undo = %v, want the reverse of the applies %v", got, applied)
+		}
+		rep := f.undoRun(run, dry["confirmation_token"])
+		if rep["status"] != "undone" || !slices.Equal(ids(rep["undone"]), applied) {
+			t.Fatalf("undo = %v", rep)
+		}
+		if after := f.docs.dump(); after != before {
+			t.Fatalf("state after undo:\n%s\nwant:\n%s", after, before)
+		}
+	})
+}
+
 func TestRun_ChangeEditedOutsideIsSkippedAndOlderChangesToItToo(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, func(t *testing.T, kit backendKit) {

@@ -53,7 +53,11 @@ func (e *Engine) runChanges(ctx context.Context, r *ledger.Run) ([]*ledger.Chang
 			applied = append(applied, c)
 		}
 	}
-	runundo.NewestFirst(applied)
+	order, err := runundo.AppliedOrder(ctx, e.Ledger, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	runundo.NewestFirst(applied, order)
 	return applied, nil
 }
 

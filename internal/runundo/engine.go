@@ -86,10 +86,36 @@ type HeldError struct{ Reason string }
 func (e *HeldError) Error() string { return e.Reason }
 
 // NewestFirst orders changes by when they were applied, newest first.
-func NewestFirst(cs []*ledger.Change) {
+// Changes applied in the same instant (a coarse or frozen clock) keep the
+// order their applies committed in: applied maps a change's ID to the Seq
+// of the history entry that recorded its apply (see [AppliedOrder]). Only
+// changes without such an entry (rows from before the history) fall back
+// to when they were previewed and then to their IDs.
+func NewestFirst(cs []*ledger.Change, applied map[string]int64) {
 	slices.SortFunc(cs, func(a, b *ledger.Change) int {
-		return cmp.Or(b.AppliedAt.Compare(a.AppliedAt), b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
+		return cmp.Or(b.AppliedAt.Compare(a.AppliedAt), cmp.Compare(applied[b.ID], applied[a.ID]),
+			b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.ID, a.ID))
 	})
+}
+
+// AppliedOrder reads run runID's history and returns, for each of its
+// changes that was applied, the Seq of the entry that recorded the apply:
+// the order in which the applies committed, which [NewestFirst] uses to
+// order changes applied in the same instant.
+func AppliedOrder(ctx context.Context, l *ledger.Ledger, runID string) (map[string]int64, error) {
+	entries, err := l.History(ctx, ledger.HistoryFilter{RunID: runID})
+	if err != nil {
+		return nil, err
+	}
+	applied := map[string]int64{}
+	for _, e := range entries {
+		// The first entry that reached applied is the apply; a later one
+		// is an undo given back, which does not move the change in time.
+		if _, seen := applied[e.ChangeID]; e.ChangeID != "" && e.To == string(ledger.Applied) && !seen {
+			applied[e.ChangeID] = e.Seq
+		}
+	}
+	return applied, nil
 }
 
 // refusal is a step the engine refuses itself, in the agent's words.

@@ -300,7 +300,11 @@ func (x *execution) lateChanges(steps []undoplan.Step) ([]undoplan.Step, error) 
 			late = append(late, c)
 		}
 	}
-	NewestFirst(late)
+	applied, err := AppliedOrder(x.ctx, x.e.Ledger, x.runID)
+	if err != nil {
+		return nil, err
+	}
+	NewestFirst(late, applied)
 	out := make([]undoplan.Step, 0, len(late))
 	for _, c := range late {
 		out = append(out, undoplan.Step{C: c, Op: x.e.Host.Op(c), Keys: undoplan.Keys(c), Verdict: undoplan.Skip, Reason: x.e.Voice.ReasonLate(), Late: true})
