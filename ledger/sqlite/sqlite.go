@@ -17,8 +17,8 @@
 // A damaged file is refused too, unchanged, with an error wrapping
 // [ledger.ErrCorrupt]: before the read-write connections open, Open checks
 // the file's header and page count and runs an integrity check chosen by
-// [ledger.OpenOptions.Check] (all of a file up to 64 MiB; the b-trees'
-// upper levels and edges of a larger one). Damage it did not read surfaces
+// [ledger.OpenOptions.Check] (all of a file up to 8 MiB; a bounded
+// sample of each b-tree of a larger one). Damage it did not read surfaces
 // as the same error when the damaged page is first read.
 //
 // Every write transaction starts with BEGIN IMMEDIATE, so it holds the
