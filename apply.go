@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcp-changeset/changeset-go/internal/pipeline"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -64,7 +65,7 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token s
 	c := out.Change
 	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: c.Result, UndoToken: out.UndoToken}
 	if out.UndoToken != "" {
-		res.UndoExpiresAt = formatTime(c.UndoExpiresAt)
+		res.UndoExpiresAt = voice.Time(c.UndoExpiresAt)
 	}
 	return res, nil
 }

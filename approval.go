@@ -191,7 +191,7 @@ func (g *Guard) openState(req *mcp.CallToolRequest, tool, id, purpose string, sc
 		return nil, badState(subject, verb, tool)
 	}
 	if exp := time.Unix(st.Expires, 0); !g.now().Before(exp) {
-		return nil, refuse(ErrExpired, "", "%s", voice.QuestionExpired(subject, verb, formatTime(exp), tool))
+		return nil, refuse(ErrExpired, "", "%s", voice.QuestionExpired(subject, verb, voice.Time(exp), tool))
 	}
 	return st, nil
 }

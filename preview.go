@@ -84,7 +84,7 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *pi
 		Summary:           c.Summary,
 		Diff:              diffEntries(c.Diff),
 		ConfirmationToken: tok,
-		ExpiresAt:         formatTime(c.ExpiresAt),
+		ExpiresAt:         voice.Time(c.ExpiresAt),
 		WritesEnabled:     g.WritesEnabled(),
 		RunID:             c.RunID,
 		Warnings:          c.Warnings,

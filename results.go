@@ -2,9 +2,9 @@ package changeset
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/diffview"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -94,12 +94,12 @@ func (g *Guard) statusOf(c *ledger.Change) *ChangeStatus {
 		Resource:       c.Resource,
 		Warnings:       c.Warnings,
 		Undoable:       g.undoableNow(c),
-		CreatedAt:      formatTime(c.CreatedAt),
-		UpdatedAt:      formatTime(c.UpdatedAt),
-		ExpiresAt:      formatTime(c.ExpiresAt),
-		AppliedAt:      formatTime(c.AppliedAt),
-		UndoExpiresAt:  formatTime(c.UndoExpiresAt),
-		UndoneAt:       formatTime(c.UndoneAt),
+		CreatedAt:      voice.Time(c.CreatedAt),
+		UpdatedAt:      voice.Time(c.UpdatedAt),
+		ExpiresAt:      voice.Time(c.ExpiresAt),
+		AppliedAt:      voice.Time(c.AppliedAt),
+		UndoExpiresAt:  voice.Time(c.UndoExpiresAt),
+		UndoneAt:       voice.Time(c.UndoneAt),
 		Error:          g.voice.FailureError(string(c.Failure), c.ErrorType, storedErrorKind(c.ErrorType)),
 		PreviewedBy:    c.PreviewedBy,
 		AppliedBy:      appliedBy,
@@ -140,12 +140,4 @@ func diffEntries(stored json.RawMessage) []DiffEntry {
 func rawLen(v any) int {
 	raw, _ := v.(json.RawMessage)
 	return len(raw)
-}
-
-// formatTime renders t in RFC 3339 UTC, or "" for the zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
 }

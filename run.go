@@ -218,5 +218,5 @@ func runInfo(r *ledger.Run) *RunInfo {
 		kind = ledger.RunTask
 	}
 	return &RunInfo{RunID: r.ID, Label: r.Label, Status: string(r.Status), Kind: string(kind),
-		CreatedAt: formatTime(r.CreatedAt), UpdatedAt: formatTime(r.UpdatedAt)}
+		CreatedAt: voice.Time(r.CreatedAt), UpdatedAt: voice.Time(r.UpdatedAt)}
 }

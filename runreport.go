@@ -116,7 +116,7 @@ func (g *Guard) replayReport(r *ledger.Run) (*RunReport, error) {
 	}
 	rep.DryRun, rep.Status, rep.Replayed = false, string(r.Status), true
 	rep.ConfirmationToken, rep.ExpiresAt, rep.NextStep = "", "", ""
-	rep.ReplayNote = g.voice.RunReplayed(string(r.Status), formatTime(r.UpdatedAt), rep.UndoneBy)
+	rep.ReplayNote = g.voice.RunReplayed(string(r.Status), voice.Time(r.UpdatedAt), rep.UndoneBy)
 	return rep, nil
 }
 

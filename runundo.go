@@ -7,6 +7,7 @@ import (
 	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/token"
 	"github.com/mcp-changeset/changeset-go/internal/undoplan"
+	"github.com/mcp-changeset/changeset-go/internal/voice"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -179,7 +180,7 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	if err != nil {
 		return nil, err
 	}
-	rep.ConfirmationToken, rep.ExpiresAt = tok, formatTime(expires)
+	rep.ConfirmationToken, rep.ExpiresAt = tok, voice.Time(expires)
 	rep.NextStep = g.voice.RunDryRunNext()
 	return rep, nil
 }

@@ -11,14 +11,9 @@ import (
 // Drift is one difference between the state the undo expected a resource
 // to be in (the state the change left) and the state it found: one per
 // top-level field of two objects, or one for the whole state (Field
-// empty). Resource names the resource for a change that names several.
-// It has the fields of changeset.Drift, which converts from it.
-type Drift struct {
-	Resource string          `json:"resource,omitempty"`
-	Field    string          `json:"field"`
-	Expected json.RawMessage `json:"expected"`
-	Found    json.RawMessage `json:"found"`
-}
+// empty). It is the type the voice words reasons from; changeset.Drift,
+// which results carry, converts from it.
+type Drift = voice.Drift
 
 // DriftOf compares two canonical states of one resource: member by
 // member when both are JSON objects, where a member missing on one side
@@ -59,15 +54,4 @@ func driftOfStep(s *Step, after, found map[string]json.RawMessage) []Drift {
 		out = append(out, d...)
 	}
 	return out
-}
-
-// Describe says in a few words, worded by v, what changed, for a reason:
-// `"theme" is now "blue" (this change left "dark")`. Field and resource
-// names are quoted by voice.Quote and values by voice.Value.
-func Describe(v *voice.Voice, d []Drift) string {
-	moved := make([]voice.Drift, len(d))
-	for i, e := range d {
-		moved[i] = voice.Drift(e)
-	}
-	return v.Moved(moved)
 }

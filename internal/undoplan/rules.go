@@ -132,7 +132,7 @@ func (p *Pass) Check(s *Step, found map[string]json.RawMessage, by map[string]st
 	}
 	kept := s.Verdict == Skip
 	s.Verdict, s.Drift = Skip, driftOfStep(s, after, found)
-	what := Describe(p.voice, s.Drift)
+	what := p.voice.Moved(s.Drift)
 	switch {
 	case kept:
 		s.Reason = p.voice.ReasonAlsoMoved(s.Reason, what)
@@ -177,7 +177,7 @@ func (p *Pass) Settle(s *Step) {
 // ChangedSinceReview is the reason for a reviewed step whose check failed
 // right before its inverse, worded by v.
 func ChangedSinceReview(v *voice.Voice, drift []Drift) string {
-	return v.ReasonChangedSinceReview(Describe(v, drift))
+	return v.ReasonChangedSinceReview(v.Moved(drift))
 }
 
 // HoldReason is why the undo of c is held back, worded by v: it would

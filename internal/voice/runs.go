@@ -263,10 +263,10 @@ func (v *Voice) DriftValueCut(start string, total int) string {
 // the whole state) of a resource (Resource empty for a change of one).
 // Expected is what the change left, Found what is there now (JSON).
 type Drift struct {
-	Resource string
-	Field    string
-	Expected json.RawMessage
-	Found    json.RawMessage
+	Resource string          `json:"resource,omitempty"`
+	Field    string          `json:"field"`
+	Expected json.RawMessage `json:"expected"`
+	Found    json.RawMessage `json:"found"`
 }
 
 // Moved says in a few words what moved, for a reason:
