@@ -48,7 +48,7 @@ func (b *Backend) UpdateChange(ctx context.Context, q driver.Querier, c *ledger.
 // same microsecond), at most f.Limit of them, from just after f.Before.
 // It locks nothing.
 func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	query, args := sqlval.ChangeList(dialect, f, b.sql.tables, b.sql.selectChanges)
+	query, args := listChangesQuery(b, f)
 	const op = "list changes in"
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -56,6 +56,11 @@ func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.Ch
 	}
 	out, err := sqlval.ScanAll(rows, sqlval.Changes.Scan)
 	return out, b.interpretError(op, err)
+}
+
+// listChangesQuery is the statement of ListChanges and its arguments.
+func listChangesQuery(b *Backend, f ledger.ChangeFilter) (string, []any) {
+	return sqlval.ChangeList(dialect, f, b.sql.tables, b.sql.selectChanges)
 }
 
 // CountChanges returns how many changes match f, whatever its Limit and

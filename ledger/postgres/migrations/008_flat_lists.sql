@@ -20,8 +20,9 @@
 -- lists' own order, newest first: a page reads its own rows from the index
 -- range of the value, whether the value is common, rare or absent. A
 -- filter by actor, or on several statuses, is such ranges merged
--- (ledger/internal/sqlval). changes_status_created also orders expiry's
--- walk through the pending previews and the lists of failures.
+-- (ledger/internal/sqlval). changes_status_created also serves the lists
+-- of failures, and expiry, which finds the stale previews from the index
+-- alone (expires_at is included in it; ledger/postgres/stale.go).
 
 DO $migration$
 DECLARE
@@ -58,4 +59,4 @@ CREATE INDEX changes_action ON changes (action, created_at, id);
 CREATE INDEX changes_previewed_by ON changes (previewed_by, created_at, id);
 CREATE INDEX changes_applied_by ON changes (applied_by, created_at, id);
 CREATE INDEX changes_undone_by ON changes (undone_by, created_at, id);
-CREATE INDEX changes_status_created ON changes (status, created_at, id);
+CREATE INDEX changes_status_created ON changes (status, created_at, id) INCLUDE (expires_at);
