@@ -75,12 +75,12 @@ func listChangesQuery(f ledger.ChangeFilter, common bool) (string, []any) {
 
 // commonTextMatches is how many matches in the full-text index make a
 // search text common. A page of a rarer text reads its matches from the
-// index, each row, and sorts them: at most this many rows. A page of a
-// commoner one reads the list newest first and tests each change's rowid
-// against the matches, reading a row only when it matches; with matches
-// spread over the ledger, a page of 50 is found within about 50 ×
-// (changes ÷ commonTextMatches) entries of the list's index.
-const commonTextMatches = 2000
+// index, each one's row, and sorts them: at most this many rows. A page of
+// a commoner one reads the list newest first and tests each change's text,
+// as a plain scan does, until the page is full; with matches spread over
+// the ledger, that is within about 50 × (changes ÷ commonTextMatches)
+// changes, and within a few hundred for the common words of real ledgers.
+const commonTextMatches = 4000
 
 // countTextMatchesSQL counts the full-text matches of a phrase, up to a
 // bound.

@@ -118,8 +118,8 @@ type ChangeTables struct {
 	Text    string // the full-text index of a dialect with TextIndex
 	// CommonText says that ChangeFilter.Text is in many changes (the
 	// backend asked the full-text index): a page is then found sooner by
-	// reading the list in its order and testing each change against the
-	// index's matches than by reading every match and sorting them.
+	// reading the list in its order and testing each change's text than
+	// by reading every match and sorting them, so the index is not asked.
 	CommonText bool
 }
 
@@ -179,9 +179,10 @@ func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 //   - ledger.MinIndexedText characters or more: an index of trigrams. On
 //     a dialect with TextIndex (SQLite) the condition names the rowids
 //     the FTS5 table finds for the text as a phrase (its trigrams in
-//     sequence, case folded), a superset of the matches; on PostgreSQL
-//     the planner reads the pg_trgm indexes on LOWER(column) for the
-//     LIKE terms themselves.
+//     sequence, case folded), a superset of the matches, unless the
+//     backend found the text common (ChangeTables.CommonText); on
+//     PostgreSQL the planner reads the pg_trgm index on LOWER(column)
+//     for the LIKE terms themselves, or not, as its statistics say.
 //   - shorter: no trigram index can narrow it, so the test runs only on
 //     the ledger.ShortTextWindow newest changes (by creation time).
 func (w *Where) text(text string, t ChangeTables) {
@@ -190,19 +191,9 @@ func (w *Where) text(text string, t ChangeTables) {
 	case short:
 		w.Cond("created_at >= COALESCE((SELECT created_at FROM " + t.Changes + NewestFirst +
 			" LIMIT 1 OFFSET " + w.Arg(ledger.ShortTextWindow-1) + "), " + w.Arg(int64(math.MinInt64)) + ")")
-	case w.d.TextIndex:
-		// The unary + keeps SQLite from reading the list from the
-		// matches when they are many: it tests each change of the
-		// list against them instead, before the exact test below
-		// reads the change's text.
-		plus := ""
-		if t.CommonText {
-			plus = "+"
-		}
-		w.Cond(plus + "rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) + ")")
+	case w.d.TextIndex && !t.CommonText:
+		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) + ")")
 	}
-	// LOWER on both sides: the database folds the text and the columns
-	// alike (SQLite the ASCII letters, PostgreSQL per its locale).
 	pattern := "%" + likeEscape(text) + "%"
 	var ors []string
 	for _, col := range []string{"summary", "action", "resource"} {
