@@ -25,9 +25,10 @@ type ChangeFilter struct {
 	// A text of MinIndexedText characters or more is found through an
 	// index of trigrams, however many changes the ledger holds. A shorter
 	// one has no trigram to look up: it is matched only against the
-	// ShortTextWindow newest changes (by creation time), so that a search
-	// for one or two characters costs the same on any ledger; older
-	// changes that contain it are not found.
+	// ShortTextWindow newest changes (by creation time, with any created
+	// in the same microsecond as the last of them), so that a search for
+	// one or two characters costs the same on any ledger; older changes
+	// that contain it are not found, nor counted by CountChanges.
 	Text string
 	// ExpiresAfter selects changes whose confirmation token expires
 	// strictly after this instant (pending previews still usable).
