@@ -21,6 +21,14 @@ type ChangeFilter struct {
 	// Text selects changes whose summary, action or resource contains it,
 	// ignoring the case of ASCII letters. It is matched literally (% and
 	// _ are not wildcards) and at most MaxFilterText bytes long.
+	//
+	// A text of MinIndexedText characters or more is found through an
+	// index of trigrams, however many changes the ledger holds. A shorter
+	// one has no trigram to look up: it is matched only against the
+	// ShortTextWindow newest changes (by creation time, with any created
+	// in the same microsecond as the last of them), so that a search for
+	// one or two characters costs the same on any ledger; older changes
+	// that contain it are not found, nor counted by CountChanges.
 	Text string
 	// ExpiresAfter selects changes whose confirmation token expires
 	// strictly after this instant (pending previews still usable).
@@ -59,6 +67,15 @@ const MaxDependsOnAny = 500
 // MaxFilterText bounds ChangeFilter.Text: the ledger's reads refuse a
 // longer search rather than send it to the database.
 const MaxFilterText = 200
+
+// MinIndexedText is the shortest ChangeFilter.Text, in characters
+// (Unicode code points), that the ledger searches through its index of
+// trigrams, and so over every change.
+const MinIndexedText = 3
+
+// ShortTextWindow is how many of the newest changes a ChangeFilter.Text
+// shorter than MinIndexedText is matched against.
+const ShortTextWindow = 5000
 
 // ChangeKey is a change's place in a list, newest first: its creation time
 // and ID. A page's last key starts the next page (ChangeFilter.Before).

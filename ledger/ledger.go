@@ -410,6 +410,9 @@ func (l *Ledger) StaleChanges(ctx context.Context) ([]string, error) {
 
 func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error) {
 	now := l.now()
+	if sf, ok := l.b.(staleFinder); ok {
+		return l.expireFound(ctx, sf, now, dryRun)
+	}
 	var ids []string
 	// A page of pending changes at a time: those it expires leave the
 	// filter behind the cursor, which the next page starts from.
@@ -417,7 +420,13 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 		if err != nil {
 			return ids, err
 		}
-		moved, err := l.expirePage(ctx, page, now, dryRun)
+		var due []string
+		for _, c := range page {
+			if !now.Before(c.ExpiresAt) {
+				due = append(due, c.ID)
+			}
+		}
+		moved, err := l.expireIDs(ctx, due, now, dryRun)
 		ids = append(ids, moved...)
 		if err != nil {
 			return ids, err
@@ -426,21 +435,50 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 	return ids, nil
 }
 
+// staleFinder is a backend that finds the pending changes whose token has
+// expired by a time (ExpiresAt at or before it, or unset) from an index
+// alone, newest first, at most limit of them after the key after (nil:
+// from the newest), without reading their rows. Both of this module's
+// backends are; expiry then costs one index entry per pending change
+// however large their rows, where reading each row (the payload, the diff
+// and the states) would cost a page or more per change.
+type staleFinder interface {
+	StaleChanges(ctx context.Context, q querier, now time.Time, after *ChangeKey, limit int) ([]ChangeKey, error)
+}
+
+// expireFound expires (or on a dry run lists) the changes sf finds stale
+// at now, a page at a time.
+func (l *Ledger) expireFound(ctx context.Context, sf staleFinder, now time.Time, dryRun bool) ([]string, error) {
+	var ids []string
+	var after *ChangeKey
+	for {
+		keys, err := sf.StaleChanges(ctx, l.b.DB(), now, after, scanPage)
+		if err != nil {
+			return ids, err
+		}
+		due := make([]string, len(keys))
+		for i, k := range keys {
+			due[i] = k.ID
+		}
+		moved, err := l.expireIDs(ctx, due, now, dryRun)
+		ids = append(ids, moved...)
+		if err != nil || len(keys) < scanPage {
+			return ids, err
+		}
+		after = &keys[len(keys)-1]
+	}
+}
+
 // expireBatch is how many changes one expiry transaction moves, so that
 // a live server's claims wait at most one short batch.
 const expireBatch = 100
 
-// expirePage expires the changes of page whose token has expired at now
-// (or, on a dry run, only lists them) and returns the IDs it moved. It
-// moves them expireBatch to a transaction, reading each again inside it: a
+// expireIDs expires the changes due whose token has expired at now (or,
+// on a dry run, only returns due) and returns the IDs it moved. It moves
+// them expireBatch to a transaction, reading each again inside it: a
 // change claimed, expired or pruned meanwhile is left as it is.
-func (l *Ledger) expirePage(ctx context.Context, page []*Change, now time.Time, dryRun bool) ([]string, error) {
-	var due, ids []string
-	for _, c := range page {
-		if !now.Before(c.ExpiresAt) {
-			due = append(due, c.ID)
-		}
-	}
+func (l *Ledger) expireIDs(ctx context.Context, due []string, now time.Time, dryRun bool) ([]string, error) {
+	var ids []string
 	if dryRun {
 		return due, nil
 	}

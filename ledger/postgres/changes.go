@@ -48,10 +48,9 @@ func (b *Backend) UpdateChange(ctx context.Context, q driver.Querier, c *ledger.
 // same microsecond), at most f.Limit of them, from just after f.Before.
 // It locks nothing.
 func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, true)
-	query := b.sql.selectChanges + w.String() + sqlval.NewestFirst + w.Limit(f.Limit)
+	query, args := listChangesQuery(b, f)
 	const op = "list changes in"
-	rows, err := q.QueryContext(ctx, query, w.Args...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}
@@ -59,10 +58,15 @@ func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.Ch
 	return out, b.interpretError(op, err)
 }
 
+// listChangesQuery is the statement of ListChanges and its arguments.
+func listChangesQuery(b *Backend, f ledger.ChangeFilter) (string, []any) {
+	return sqlval.ChangeList(dialect, f, b.sql.tables, b.sql.selectChanges)
+}
+
 // CountChanges returns how many changes match f, whatever its Limit and
 // Before. It locks nothing.
 func (b *Backend) CountChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) (int, error) {
-	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
+	w := sqlval.ChangeWhere(dialect, f, b.sql.tables, false)
 	var n int
 	err := q.QueryRowContext(ctx, b.sql.countChanges+w.String(), w.Args...).Scan(&n)
 	return n, b.interpretError("count changes in", err)
@@ -70,7 +74,7 @@ func (b *Backend) CountChanges(ctx context.Context, q driver.Querier, f ledger.C
 
 // TallyChanges counts the changes that match f by action and status.
 func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
-	w := sqlval.ChangeWhere(dialect, f, b.sql.changeDeps, false)
+	w := sqlval.ChangeWhere(dialect, f, b.sql.tables, false)
 	rows, err := q.QueryContext(ctx, b.sql.tallyChanges+w.String()+sqlval.TallyGroup, w.Args...)
 	if err != nil {
 		return nil, b.interpretError("tally changes in", err)

@@ -62,15 +62,20 @@ func TestMigrate_UpgradesAVersion2LedgerKeepingItsRows(t *testing.T) {
 
 	b := open(t, dsn, ledger.OpenOptions{})
 	var versions string
-	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3 4 5 6 7" {
+	if err := db.QueryRow(`SELECT string_agg(version::text, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil || versions != "1 2 3 4 5 6 7 8" {
 		t.Fatalf("versions after the upgrade: %q, %v", versions, err)
 	}
 	ledgertest.CheckUpgradedV1(t, b)
 	got := indexes(t, db)
-	for _, want := range []string{"runs_session", "changes_scope_status", "changes_run_created_id", "change_deps_resource", "change_deps_pkey"} {
+	for _, want := range []string{"runs_session", "changes_scope_status", "changes_run_created_id", "change_deps_resource", "change_deps_pkey",
+		"changes_text", "changes_action", "changes_previewed_by", "changes_applied_by", "changes_undone_by", "changes_status_created"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("index %s missing after the upgrade: %v", want, got)
 		}
+	}
+	// The trigram index holds the rows the upgrade found.
+	if found, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{Text: "OLD CHANGE", Limit: 10}); err != nil || len(found) != 1 || found[0].ID != "chg_old" {
+		t.Errorf("a search after the upgrade found %v (%v), want chg_old", found, err)
 	}
 	if slices.Contains(got, "changes_run_created") {
 		t.Errorf("the index that changes_run_created_id replaces is still there: %v", got)

@@ -53,7 +53,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
@@ -181,7 +181,8 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 type statements struct {
 	insertChange, selectChanges, countChanges, updateChange, changeStatus string
 	tallyChanges                                                          string
-	deleteChanges, changeDeps                                             string
+	deleteChanges                                                         string
+	tables                                                                sqlval.ChangeTables
 	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
 	getMeta, setMeta                                                      string
 	appendHistory, selectHistory                                          string
@@ -201,7 +202,7 @@ func newStatements(schema string) statements {
 		selectChanges: r.Replace(`SELECT ` + sqlval.Changes.Columns() + ` FROM {changes}`),
 		countChanges:  r.Replace(`SELECT count(*) FROM {changes}`),
 		tallyChanges:  r.Replace(`SELECT ` + sqlval.TallyColumns + ` FROM {changes}`),
-		changeDeps:    r.Replace(`{change_deps}`),
+		tables:        sqlval.ChangeTables{Changes: r.Replace(`{changes}`), Deps: r.Replace(`{change_deps}`)},
 		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
 			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),
 		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/driver"
@@ -49,8 +50,12 @@ func (b *Backend) UpdateChange(ctx context.Context, q driver.Querier, c *ledger.
 // time, then by ID descending for changes created in the same
 // microsecond), at most f.Limit of them, from just after f.Before.
 func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]*ledger.Change, error) {
-	query, args := listChangesQuery(f)
 	const op = "list changes in"
+	common, err := commonText(ctx, q, f)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	query, args := listChangesQuery(f, common)
 	rows, err := b.queryPrepared(ctx, q, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
@@ -60,14 +65,46 @@ func (b *Backend) ListChanges(ctx context.Context, q driver.Querier, f ledger.Ch
 }
 
 // listChangesQuery is the statement of ListChanges and its arguments.
-func listChangesQuery(f ledger.ChangeFilter) (string, []any) {
-	w := sqlval.ChangeWhere(dialect, f, "change_deps", true)
-	return `SELECT ` + sqlval.Changes.Columns() + ` FROM changes` + w.String() + sqlval.NewestFirst + w.Limit(f.Limit), w.Args
+// common says that f.Text is in at least commonTextMatches changes (see
+// commonText).
+func listChangesQuery(f ledger.ChangeFilter, common bool) (string, []any) {
+	t := tables
+	t.CommonText = common
+	return sqlval.ChangeList(dialect, f, t, `SELECT `+sqlval.Changes.Columns()+` FROM changes`)
 }
+
+// commonTextMatches is how many matches in the full-text index make a
+// search text common. A page of a rarer text reads its matches from the
+// index, each one's row, and sorts them: at most this many rows. A page of
+// a commoner one reads the list newest first and tests each change's text,
+// as a plain scan does, until the page is full; with matches spread over
+// the ledger, that is within about 50 × (changes ÷ commonTextMatches)
+// changes, and within a few hundred for the common words of real ledgers.
+const commonTextMatches = 4000
+
+// countTextMatchesSQL counts the full-text matches of a phrase, up to a
+// bound.
+const countTextMatchesSQL = `SELECT count(*) FROM (SELECT rowid FROM changes_text WHERE changes_text MATCH ? LIMIT ?)`
+
+// commonText reports whether a page of f should be read in the list's
+// order (ChangeTables.CommonText): f has a limit and a text the index
+// serves, found in at least commonTextMatches changes. Asking costs one
+// walk of the index's matches, stopped at that count.
+func commonText(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) (bool, error) {
+	if f.Limit <= 0 || utf8.RuneCountInString(f.Text) < ledger.MinIndexedText {
+		return false, nil
+	}
+	var n int
+	err := q.QueryRowContext(ctx, countTextMatchesSQL, sqlval.FTSPhrase(f.Text), commonTextMatches).Scan(&n)
+	return n >= commonTextMatches, err
+}
+
+// tables are the names ChangeWhere needs.
+var tables = sqlval.ChangeTables{Changes: "changes", Deps: "change_deps", Text: "changes_text"}
 
 // countChangesQuery is the statement of CountChanges and its arguments.
 func countChangesQuery(f ledger.ChangeFilter) (string, []any) {
-	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
+	w := sqlval.ChangeWhere(dialect, f, tables, false)
 	return `SELECT count(*) FROM changes` + w.String(), w.Args
 }
 
@@ -82,7 +119,7 @@ func (b *Backend) CountChanges(ctx context.Context, q driver.Querier, f ledger.C
 
 // TallyChanges counts the changes that match f by action and status.
 func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) ([]ledger.Tally, error) {
-	w := sqlval.ChangeWhere(dialect, f, "change_deps", false)
+	w := sqlval.ChangeWhere(dialect, f, tables, false)
 	rows, err := q.QueryContext(ctx, `SELECT `+sqlval.TallyColumns+` FROM changes`+w.String()+sqlval.TallyGroup, w.Args...)
 	if err != nil {
 		return nil, b.interpretError("tally changes in", err)

@@ -100,9 +100,19 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
-	want := "change_deps change_deps_resource changes changes_created changes_deps_insert changes_finished changes_open changes_run_created_id ledger_history ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
+	want := "change_deps change_deps_resource changes changes_action changes_applied_by changes_created changes_deps_insert changes_finished " +
+		"changes_open changes_open_created changes_previewed_by changes_run_created_id " +
+		"changes_text changes_text_config changes_text_data changes_text_delete changes_text_idx changes_text_insert changes_text_update changes_undone_by " +
+		"ledger_history ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
+	}
+	// The full-text index holds the rows the upgrade found (its backfill).
+	if got, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{Text: "OLD CHANGE", Limit: 10}); err != nil || len(got) != 1 || got[0].ID != "chg_old" {
+		t.Errorf("a search after the upgrade found %v (%v), want chg_old", got, err)
+	}
+	if n, err := b.CountChanges(ctx, b.DB(), ledger.ChangeFilter{Text: "old"}); err != nil || n != 1 {
+		t.Errorf("a count after the upgrade = %d (%v), want 1", n, err)
 	}
 	for _, bad := range []string{
 		`UPDATE changes SET failure = 'bogus' WHERE id = 'chg_old'`,

@@ -28,8 +28,8 @@ import (
 var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL,
 	first(countChangesQuery(ledger.ChangeFilter{ScopeHash: "-", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: time.Unix(1, 0)})),
 	first(listRunsQuery(ledger.RunFilter{ScopeHash: "-", Kind: ledger.RunSession, SessionKey: "-", Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})),
-	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1})),
-	first(listChangesQuery(ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, ScopeHash: "-", DependsOnAny: []string{"-"}})),
+	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1}, false)),
+	first(listChangesQuery(ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, ScopeHash: "-", DependsOnAny: []string{"-"}}, false)),
 }
 
 // first is the query of a (query, arguments) pair.

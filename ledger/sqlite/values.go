@@ -24,6 +24,7 @@ var dialect = sqlval.Dialect{
 	},
 	Param:     question,
 	OpenIndex: true,
+	TextIndex: true,
 }
 
 // question is the placeholder of every parameter.

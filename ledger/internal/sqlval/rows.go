@@ -73,3 +73,12 @@ var Runs = NewTable(
 	fixed(TextOr("kind", func(r *ledger.Run) *ledger.RunKind { return &r.Kind }, ledger.RunTask)),
 	fixed(Text("session_key", func(r *ledger.Run) *ledger.Digest { return &r.SessionKey })),
 )
+
+// ScanKey reads a change's key, as the columns created_at, id.
+func ScanKey(s Scanner) (ledger.ChangeKey, error) {
+	var k ledger.ChangeKey
+	var created int64
+	err := s.Scan(&created, &k.ID)
+	k.CreatedAt = time.UnixMicro(created).UTC()
+	return k, err
+}

@@ -26,6 +26,10 @@ type Dialect struct {
 	// the planner uses only when a filter spells those statuses as
 	// literals (see Where.statusIn).
 	OpenIndex bool
+	// TextIndex says that the changes have a full-text index of their
+	// summary, action and resource (SQLite's FTS5 table changes_text,
+	// keyed by rowid) for ChangeFilter.Text (see Where.text).
+	TextIndex bool
 }
 
 // Table maps the rows of one table to values of T: it is the one list of

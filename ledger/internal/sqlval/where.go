@@ -2,8 +2,11 @@ package sqlval
 
 import (
 	"database/sql"
+	"math"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
@@ -50,6 +53,12 @@ var openStatuses = map[ledger.Status]string{
 // a bound parameter it matches only by re-preparing the statement on
 // every call. The literals come from openStatuses, never from the filter.
 func (w *Where) statusIn(statuses []ledger.Status) {
+	if len(statuses) == 1 && !w.d.OpenIndex {
+		// An equality, not "= ANY(array)": PostgreSQL reads an index
+		// on (status, created_at, id) in order only for an equality.
+		w.Cond("status = " + w.Arg(string(statuses[0])))
+		return
+	}
 	if w.d.OpenIndex {
 		ors := make([]string, 0, len(statuses))
 		for _, s := range statuses {
@@ -101,11 +110,29 @@ func (w *Where) Limit(n int) string {
 // it.
 const NewestFirst = " ORDER BY created_at DESC, id DESC"
 
+// ChangeTables names the tables a filter of changes reads, as the
+// backend's SQL must spell them (schema-qualified on PostgreSQL).
+type ChangeTables struct {
+	Changes string // the changes
+	Deps    string // change_deps
+	Text    string // the full-text index of a dialect with TextIndex
+	// CommonText says that ChangeFilter.Text is in many changes (the
+	// backend asked the full-text index): a page is then found sooner by
+	// reading the list in its order and testing each change's text than
+	// by reading every match and sorting them, so the index is not asked.
+	CommonText bool
+}
+
 // ChangeWhere is the clause that selects the changes f selects, except for
 // its Limit. paged says whether to apply f.Before (CountChanges does not).
-// deps names the change_deps table as the backend's SQL must spell it.
-func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Where {
+func ChangeWhere(d Dialect, f ledger.ChangeFilter, t ChangeTables, paged bool) *Where {
 	w := NewWhere(d)
+	w.change(f, t, paged)
+	return w
+}
+
+// change adds the conditions of f to w.
+func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 	if len(f.Statuses) > 0 {
 		w.statusIn(f.Statuses)
 	}
@@ -128,18 +155,13 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 		w.Cond("action = " + w.Arg(f.Action))
 	}
 	if f.Text != "" {
-		pattern := "%" + likeEscape(strings.ToLower(f.Text)) + "%"
-		var ors []string
-		for _, col := range []string{"summary", "action", "resource"} {
-			ors = append(ors, "LOWER("+col+") LIKE "+w.Arg(pattern)+` ESCAPE '\'`)
-		}
-		w.Cond("(" + strings.Join(ors, " OR ") + ")")
+		w.text(f.Text, t)
 	}
 	if f.DependsOn != "" {
-		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
+		w.Cond("id IN (SELECT change_id FROM " + t.Deps + " WHERE resource = " + w.Arg(f.DependsOn) + ")")
 	}
 	if len(f.DependsOnAny) > 0 {
-		w.Cond("id IN (SELECT change_id FROM " + deps + " WHERE " + w.anyOf("resource", f.DependsOnAny) + ")")
+		w.Cond("id IN (SELECT change_id FROM " + t.Deps + " WHERE " + w.anyOf("resource", f.DependsOnAny) + ")")
 	}
 	if f.By != "" {
 		w.Cond("(previewed_by = " + w.Arg(f.By) + " OR applied_by = " + w.Arg(f.By) + " OR undone_by = " + w.Arg(f.By) + ")")
@@ -147,7 +169,95 @@ func ChangeWhere(d Dialect, f ledger.ChangeFilter, deps string, paged bool) *Whe
 	if paged && f.Before != nil {
 		w.after(f.Before.CreatedAt, f.Before.ID)
 	}
-	return w
+}
+
+// text adds the condition of ChangeFilter.Text. The exact test is
+// LOWER(column) LIKE '%text%' over summary, action and resource, with the
+// text's wildcards escaped; it alone decides which changes match. What
+// finds the candidates depends on the text's length:
+//
+//   - ledger.MinIndexedText characters or more: an index of trigrams. On
+//     a dialect with TextIndex (SQLite) the condition names the rowids
+//     the FTS5 table finds for the text as a phrase (its trigrams in
+//     sequence, case folded), a superset of the matches, unless the
+//     backend found the text common (ChangeTables.CommonText); on
+//     PostgreSQL the planner reads the pg_trgm index on LOWER(column)
+//     for the LIKE terms themselves, or not, as its statistics say.
+//   - shorter: no trigram index can narrow it, so the test runs only on
+//     the ledger.ShortTextWindow newest changes (by creation time).
+func (w *Where) text(text string, t ChangeTables) {
+	short := utf8.RuneCountInString(text) < ledger.MinIndexedText
+	switch {
+	case short:
+		w.Cond("created_at >= COALESCE((SELECT created_at FROM " + t.Changes + NewestFirst +
+			" LIMIT 1 OFFSET " + w.Arg(ledger.ShortTextWindow-1) + "), " + w.Arg(int64(math.MinInt64)) + ")")
+	case w.d.TextIndex && !t.CommonText:
+		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) + ")")
+	}
+	pattern := "%" + likeEscape(text) + "%"
+	var ors []string
+	for _, col := range []string{"summary", "action", "resource"} {
+		ors = append(ors, "LOWER("+col+") LIKE LOWER("+w.Arg(pattern)+`) ESCAPE '\'`)
+	}
+	w.Cond("(" + strings.Join(ors, " OR ") + ")")
+}
+
+// FTSPhrase is text as an FTS5 string, which the trigram tokenizer reads
+// as the phrase of its trigrams: double quotes doubled, nothing else
+// special.
+func FTSPhrase(text string) string {
+	return `"` + strings.ReplaceAll(text, `"`, `""`) + `"`
+}
+
+// ChangeList is the statement that lists the changes f selects, newest
+// first, at most f.Limit of them from just after f.Before, and its
+// arguments. selectFrom is "SELECT <the columns> FROM <changes>".
+//
+// A page of a filter that a single index range cannot serve in the
+// list's order is read as a merge: a filter by actor matches any of three
+// columns, and a filter on several statuses any of several values. Each
+// of those (column, status) pairs is a branch that reads its own index
+// range newest first and stops at the page's size; the page is the
+// newest of the branches' rows, without duplicates (one actor may have
+// previewed and applied a change). Every branch repeats the rest of the
+// filter, so each reads at most the rows of one index range up to the
+// page, never the whole table, and never sorts more than a page per
+// branch. Without a limit, the plain clause is as good: every match is
+// read anyway.
+func ChangeList(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom string) (string, []any) {
+	actors := []string{""}
+	if f.By != "" {
+		actors = []string{"previewed_by", "applied_by", "undone_by"}
+	}
+	statuses := [][]ledger.Status{f.Statuses}
+	if len(f.Statuses) > 1 {
+		statuses = statuses[:0]
+		for _, s := range f.Statuses {
+			statuses = append(statuses, []ledger.Status{s})
+		}
+	}
+	if f.Limit <= 0 || len(actors)*len(statuses) == 1 {
+		w := ChangeWhere(d, f, t, true)
+		return selectFrom + w.String() + NewestFirst + w.Limit(f.Limit), w.Args
+	}
+	w := NewWhere(d)
+	var branches []string
+	for _, st := range statuses {
+		for _, col := range actors {
+			bf := f
+			bf.Statuses, bf.By = st, ""
+			b := &Where{d: d, Args: w.Args}
+			if col != "" {
+				b.Cond(col + " = " + b.Arg(f.By))
+			}
+			b.change(bf, t, true)
+			branches = append(branches, "SELECT created_at, id FROM (SELECT created_at, id FROM "+t.Changes+
+				b.String()+NewestFirst+b.Limit(f.Limit)+") AS b"+strconv.Itoa(len(branches)))
+			w.Args = b.Args
+		}
+	}
+	page := strings.Join(branches, " UNION ") + NewestFirst + w.Limit(f.Limit)
+	return selectFrom + " WHERE id IN (SELECT id FROM (" + page + ") AS page)" + NewestFirst, w.Args
 }
 
 // after selects the rows that come strictly after the key (created, id)
