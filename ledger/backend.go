@@ -60,6 +60,19 @@ type backend interface {
 	AppendHistory(ctx context.Context, q querier, e HistoryEntry) error
 	ListHistory(ctx context.Context, q querier, f HistoryFilter) ([]HistoryEntry, error)
 
+	InsertApproval(ctx context.Context, q querier, a *Approval) error
+	GetApproval(ctx context.Context, q querier, id string) (*Approval, error)
+	UpdateApproval(ctx context.Context, q querier, a *Approval, from ApprovalStatus) error
+	ListApprovals(ctx context.Context, q querier, f ApprovalFilter) ([]*Approval, error)
+	InsertDecision(ctx context.Context, q querier, d Decision) error
+	ListDecisions(ctx context.Context, q querier, approvalID string) ([]Decision, error)
+
+	InsertEvent(ctx context.Context, q querier, e *Event) error
+	LeaseEvents(ctx context.Context, q querier, f LeaseFilter) ([]*Event, error)
+	FinishEvent(ctx context.Context, q querier, e *Event) error
+	ListEvents(ctx context.Context, q querier, f EventFilter) ([]*Event, error)
+	DeleteEvents(ctx context.Context, q querier, deliveredBefore time.Time, limit int) (int, error)
+
 	Check(ctx context.Context) ([]string, error)
 	CheckRoutine(ctx context.Context) ([]string, error)
 }

@@ -52,10 +52,13 @@ const (
 	// UndoFailed: the state had changed since the apply, the inverse returned
 	// an error, or an operator reconciled an Undoing row.
 	UndoFailed Status = "undo_failed"
+	// Declined: a person declined the apply (see [Tx.Decide]); nothing
+	// was written and no token can apply it.
+	Declined Status = "declined"
 )
 
 // Statuses lists every status in the order a change passes through them.
-var Statuses = []Status{Pending, Expired, Applying, Applied, ApplyFailed, Undoing, Undone, UndoFailed}
+var Statuses = []Status{Pending, Expired, Applying, Applied, ApplyFailed, Undoing, Undone, UndoFailed, Declined}
 
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
@@ -71,7 +74,7 @@ func (s Status) Valid() bool {
 // pruning. Applied is not terminal: it may still be undone.
 func (s Status) Terminal() bool {
 	switch s {
-	case Expired, ApplyFailed, Undone, UndoFailed:
+	case Expired, ApplyFailed, Undone, UndoFailed, Declined:
 		return true
 	}
 	return false

@@ -30,6 +30,14 @@ type HistoryEntry struct {
 	// RunID is the run that moved, or the run of the change that moved,
 	// or empty.
 	RunID string
+	// ApprovalID, when set, says that the entry is about that approval,
+	// not about the change or run it names: From and To are then approval
+	// statuses (ApprovalStatus), By the agent that asked (From empty),
+	// the person who decided (Note "approve" or "decline", then ": " and
+	// their note, if any), or the caller that used it; empty for an
+	// expiry. ChangeID and RunID name what the approval is for, so that
+	// the history of a change or run lists its approvals.
+	ApprovalID string
 	// From is the status before the transition, empty when the row was
 	// created; To is the status after it. They are change statuses
 	// (Status) for a change and run statuses (RunStatus) for a run.
@@ -58,6 +66,8 @@ type HistoryFilter struct {
 	ChangeID string    // entries of this change
 	RunID    string    // entries of this run and of its changes
 	By       string    // entries made by exactly this actor
+	// ApprovalID selects the entries of this approval.
+	ApprovalID string
 	// After selects entries whose Seq is greater, for reading on from the
 	// last entry of a page.
 	After int64

@@ -109,6 +109,8 @@ func (l *Ledger) checkRows(ctx context.Context, progress func(string, int, int))
 		}
 		for _, e := range page {
 			switch {
+			case e.ApprovalID != "":
+				// About an approval, not about the row it names.
 			case e.ChangeID != "":
 				reached[e.ChangeID] = e.To
 			case e.RunID != "":
@@ -196,6 +198,8 @@ func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func
 		reached := map[string]string{}
 		for _, e := range entries {
 			switch {
+			case e.ApprovalID != "":
+				// About an approval, not about the row it names.
 			case e.ChangeID == f.ChangeID && f.ChangeID != "":
 				reached[e.ChangeID] = e.To
 			case e.ChangeID == "" && e.RunID == f.RunID:

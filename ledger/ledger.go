@@ -112,7 +112,9 @@ func (tx *Tx) InsertChange(c *Change) error {
 // anything is read or written. A change that becomes terminal has its
 // RedactFields redacted first (see Redact). A move to another status
 // appends its entry to the history (see HistoryEntry) in the same
-// transaction; a row rewritten in the same status appends nothing.
+// transaction, and a move to ApplyFailed or UndoFailed a change.failed
+// event to the outbox; a row rewritten in the same status appends
+// nothing.
 func (tx *Tx) UpdateChange(c *Change, from Status) error {
 	override := tx.override // for this transition only, whatever happens
 	tx.override = nil
@@ -133,7 +135,19 @@ func (tx *Tx) UpdateChange(c *Change, from Status) error {
 	if from == c.Status {
 		return nil
 	}
-	return tx.appendHistory(changeEntry(c, from, override))
+	if err := tx.appendHistory(changeEntry(c, from, override)); err != nil {
+		return err
+	}
+	if c.Status == ApplyFailed || c.Status == UndoFailed {
+		action := c.Action
+		if c.Status == UndoFailed {
+			action = "undo " + action
+		}
+		_, err := tx.AddEvent(EventBody{Event: EventChangeFailed, At: c.UpdatedAt, ChangeID: c.ID, RunID: c.RunID,
+			Action: action, Summary: c.Summary, RequestedBy: c.PreviewedBy})
+		return err
+	}
+	return nil
 }
 
 // Changes returns the changes that match f inside the transaction, newest
@@ -198,8 +212,9 @@ func (tx *Tx) InsertRunBy(r *Run, by string) error {
 // to r.Status that the state machine does not allow (see
 // RunStatus.CanMoveTo) is refused with an error wrapping ErrTransition
 // before anything is written. A move to another status appends its entry
-// to the history in the same transaction; a rewrite in the same status (a
-// dry run storing its token) appends nothing.
+// to the history in the same transaction, and a move to undone or
+// partially_undone a run.undone event to the outbox; a rewrite in the
+// same status (a dry run storing its token) appends nothing.
 func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
 	override := tx.override // for this transition only, whatever happens
 	tx.override = nil
@@ -215,7 +230,15 @@ func (tx *Tx) UpdateRun(r *Run, from RunStatus) error {
 	if from == r.Status {
 		return nil
 	}
-	return tx.appendHistory(runEntry(r, from, override))
+	if err := tx.appendHistory(runEntry(r, from, override)); err != nil {
+		return err
+	}
+	if r.Status == RunUndone || r.Status == RunPartiallyUndone {
+		_, err := tx.AddEvent(EventBody{Event: EventRunUndone, At: r.UpdatedAt, RunID: r.ID,
+			Action: "undo_run", Summary: r.Label, DecidedBy: r.UndoneBy})
+		return err
+	}
+	return nil
 }
 
 // WithTx runs fn inside one write transaction and commits it if fn returns

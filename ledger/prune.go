@@ -104,8 +104,9 @@ type PrunableRun struct {
 
 // prunable are the statuses Prune may delete without IncludeApplied. Pending,
 // Applying and Undoing rows are never deleted: a pending row must first be
-// expired (ExpireStale), and an in-flight row reconciled.
-var prunable = []Status{Expired, ApplyFailed, Undone, UndoFailed}
+// expired (ExpireStale), and an in-flight row reconciled. A change's
+// approvals and their decisions go with it.
+var prunable = []Status{Expired, ApplyFailed, Undone, UndoFailed, Declined}
 
 // Prune deletes finished changes, and runs left with no changes, as opts
 // select, and then gives the space they took back to the disk where the

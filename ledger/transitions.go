@@ -18,9 +18,12 @@ import "fmt"
 //	         │       apply_failed │     │      undo_failed │
 //	         │             ▲      │     │            ▲     │
 //	         ├───── * ─────┴──────┘     └──── * ─────┴─────┘
-//	         └─► expired
+//	         ├─► expired
+//	         └─► declined
 //
 //	pending  → expired       the preview's time to live passed (a claim, ExpireStale)
+//	pending  → declined      a person declined the apply (Tx.Decide); a declined
+//	                         undo moves no change: it stays applied
 //	pending  → applying      a confirmation token claimed the change
 //	pending  → applied       * a transactional operation applied inside the claim
 //	pending  → apply_failed  * a transactional operation's apply failed (recorded after the rollback)
@@ -57,7 +60,7 @@ import "fmt"
 // Pending.
 var (
 	changeMoves = map[Status][]Status{
-		Pending:     {Expired, Applying, Applied, ApplyFailed},
+		Pending:     {Expired, Applying, Applied, ApplyFailed, Declined},
 		Applying:    {Applied, ApplyFailed},
 		Applied:     {Undoing, Undone, UndoFailed},
 		Undoing:     {Undone, UndoFailed},
@@ -65,6 +68,7 @@ var (
 		ApplyFailed: {ApplyFailed},
 		Undone:      {Undone},
 		UndoFailed:  {UndoFailed},
+		Declined:    {Declined},
 	}
 	runMoves = map[RunStatus][]RunStatus{
 		RunOpen:    {RunOpen, RunUndoing},

@@ -126,7 +126,7 @@ Options:
 
 	--status S     only changes in status S; several statuses may be given
 	               separated by commas. Statuses: pending, expired, applying,
-	               applied, apply_failed, undoing, undone, undo_failed
+	               applied, apply_failed, undoing, undone, undo_failed, declined
 	--run R        only the changes of run R
 	--by WHO       only the changes WHO previewed, applied or undid, exactly
 	               as the ledger names them: agent:NAME, person:NAME,

@@ -235,7 +235,7 @@ func (c *PruneCommand) Usage() string {
 	return `Usage: mcp-changeset prune --older-than D [--keep N] [--include-applied] [--vacuum] [--json] [--yes]
        mcp-changeset prune --older-than-days N …
 
-Delete finished changes (expired, apply_failed, undone, undo_failed) last
+Delete finished changes (expired, apply_failed, undone, undo_failed, declined) last
 updated strictly before now minus D, and runs left with no changes, then
 give the space they took back to the disk.
 It never deletes a pending, applying or undoing change: run expire first to

@@ -38,6 +38,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/internal/seam"
@@ -146,6 +147,46 @@ type Backend interface {
 	AppendHistory(ctx context.Context, q Querier, e ledger.HistoryEntry) error
 	// ListHistory returns the entries f selects, oldest first (by Seq).
 	ListHistory(ctx context.Context, q Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error)
+
+	// InsertApproval stores a new approval. It fails if the ID exists.
+	InsertApproval(ctx context.Context, q Querier, a *ledger.Approval) error
+	// GetApproval reads one approval by ID, locking its row inside a
+	// transaction where the database has row locks.
+	GetApproval(ctx context.Context, q Querier, id string) (*ledger.Approval, error)
+	// UpdateApproval writes every mutable column of a back, provided the
+	// row's status is still from (compare-and-set).
+	UpdateApproval(ctx context.Context, q Querier, a *ledger.Approval, from ledger.ApprovalStatus) error
+	// ListApprovals returns the approvals that match f, newest first
+	// (CreatedAt, then ID, descending), through indexes: the waiting ones
+	// a page at a time, and those of one change or run.
+	ListApprovals(ctx context.Context, q Querier, f ledger.ApprovalFilter) ([]*ledger.Approval, error)
+	// InsertDecision stores a person's decision. A second decision of the
+	// same person on the same approval fails with an error wrapping
+	// ledger.ErrDecided.
+	InsertDecision(ctx context.Context, q Querier, d ledger.Decision) error
+	// ListDecisions returns the decisions of an approval, oldest first.
+	ListDecisions(ctx context.Context, q Querier, approvalID string) ([]ledger.Decision, error)
+
+	// InsertEvent stores a new event in the outbox.
+	InsertEvent(ctx context.Context, q Querier, e *ledger.Event) error
+	// LeaseEvents leases to f.Owner, until f.Until, up to f.Limit events
+	// that are undelivered, due (NextAttemptAt not after f.Now) and not
+	// leased (LeaseUntil not after f.Now), the soonest due first, counting
+	// an attempt on each, and returns them as leased. Two callers, of one
+	// process or of two, never lease one event while its lease is live:
+	// on PostgreSQL the selection skips rows another transaction holds
+	// (FOR UPDATE SKIP LOCKED).
+	LeaseEvents(ctx context.Context, q Querier, f ledger.LeaseFilter) ([]*ledger.Event, error)
+	// FinishEvent writes back the outcome of an attempt (DeliveredAt, or
+	// NextAttemptAt and LastError), clearing the lease, provided the event
+	// is still leased to e.LeaseOwner and undelivered; otherwise it fails
+	// with an error wrapping ledger.ErrConflict.
+	FinishEvent(ctx context.Context, q Querier, e *ledger.Event) error
+	// ListEvents returns the events that match f, oldest first.
+	ListEvents(ctx context.Context, q Querier, f ledger.EventFilter) ([]*ledger.Event, error)
+	// DeleteEvents deletes up to limit events delivered strictly before
+	// deliveredBefore and reports how many it deleted.
+	DeleteEvents(ctx context.Context, q Querier, deliveredBefore time.Time, limit int) (int, error)
 
 	// Check runs the database's own integrity check and returns one line per
 	// problem it finds (none when the database is sound).

@@ -15,8 +15,9 @@
 // meta.go (values kept beside the rows), transitions.go (transactions,
 // expiry, reconcile), history.go (the history of transitions), prune.go
 // (retention), concurrency.go (races between goroutines and between
-// independent handles, as between processes) and durability.go (lazy
-// transactions). [Benchmark] times full
+// independent handles, as between processes), durability.go (lazy
+// transactions), approvals.go (approvals by people) and outbox.go (events
+// and their senders' leases). [Benchmark] times full
 // preview → apply → undo cycles at several numbers of clients.
 //
 // Every subtest opens a ledger of its own, runs in parallel with the
@@ -65,6 +66,8 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("History", func(t *testing.T) { exerciseHistory(t, h) })
 	t.Run("Concurrency", func(t *testing.T) { exerciseConcurrency(t, h) })
 	t.Run("Durability", func(t *testing.T) { ExerciseDurability(t, h) })
+	t.Run("Approvals", func(t *testing.T) { exerciseApprovals(t, h) })
+	t.Run("Outbox", func(t *testing.T) { exerciseOutbox(t, h) })
 }
 
 // test is one subtest of the suite.

@@ -88,7 +88,7 @@ func testPruneNeverLive(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"chg_apply_failed", "chg_applied", "chg_expired", "chg_undo_failed", "chg_undone"}; !sameIDs(res.Changes, want...) {
+	if want := []string{"chg_apply_failed", "chg_applied", "chg_declined", "chg_expired", "chg_undo_failed", "chg_undone"}; !sameIDs(res.Changes, want...) {
 		t.Errorf("pruned %v, want %v", res.Changes, want)
 	}
 	if got, want := left(t, l), []string{"chg_applying", "chg_pending", "chg_undoing"}; !slices.Equal(got, want) {

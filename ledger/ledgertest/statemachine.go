@@ -19,11 +19,11 @@ import (
 // of finished changes and of an open run (a dry run's token).
 var (
 	changeMoves = []string{
-		"pending → expired", "pending → applying", "pending → applied", "pending → apply_failed",
+		"pending → expired", "pending → applying", "pending → applied", "pending → apply_failed", "pending → declined",
 		"applying → applied", "applying → apply_failed",
 		"applied → undoing", "applied → undone", "applied → undo_failed",
 		"undoing → undone", "undoing → undo_failed",
-		"expired → expired", "apply_failed → apply_failed", "undone → undone", "undo_failed → undo_failed",
+		"expired → expired", "apply_failed → apply_failed", "undone → undone", "undo_failed → undo_failed", "declined → declined",
 	}
 	runMoves = []string{
 		"open → open", "open → undoing",

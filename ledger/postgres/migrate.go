@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,21 +18,22 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migrations are the steps in order; migrations[i] has version i+1. To
-// change the schema, add migrations/NNN_what.sql and raise SchemaVersion.
+// migrations are the steps in order of their versions, which may leave a
+// number out (see sqlval.LoadMigrations). To change the schema, add
+// migrations/NNN_what.sql and raise SchemaVersion.
 var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/postgres", SchemaVersion)
 
 // ownTables are the tables of a ledger, besides changeset_migrations. A
 // schema that has any of them but no changeset_migrations holds another
 // application's tables.
-var ownTables = []string{"changes", "runs", "meta", "change_deps", "ledger_history"}
+var ownTables = []string{"changes", "runs", "meta", "change_deps", "ledger_history", "ledger_approvals", "ledger_decisions", "ledger_outbox"}
 
 // identity is what a schema says about itself.
 type identity struct {
 	schemaExists bool
 	tracked      bool // it has a changeset_migrations table
 	version      int  // the highest version recorded there
-	versions     int  // how many versions are recorded
+	versions     int  // how many versions are recorded (fewer than version when a number was left out)
 	clashes      int  // relations named like the ledger's tables
 	others       int  // any other relations
 }
@@ -68,8 +70,8 @@ func (b *Backend) verdict(id identity, create bool) (write bool, err error) {
 		switch {
 		case id.version > SchemaVersion:
 			return false, b.openError(fmt.Errorf("%w (%s is at schema version %d; this program supports up to %d)", ledger.ErrNewerSchema, schema, id.version, SchemaVersion))
-		case id.version < 1 || id.versions != id.version:
-			return false, b.openError(fmt.Errorf("%w: the changeset_migrations table of %s records %d versions up to %d, not 1 to %d", ledger.ErrCorrupt, schema, id.versions, id.version, id.version))
+		case id.version < 1 || id.versions > id.version:
+			return false, b.openError(fmt.Errorf("%w: the changeset_migrations table of %s records %d versions up to %d", ledger.ErrCorrupt, schema, id.versions, id.version))
 		case id.version < SchemaVersion:
 			if b.readOnly {
 				return false, b.openError(fmt.Errorf("%w: schema version %d must be upgraded to %d, which a read-only open cannot do (open it once read-write)", ledger.ErrReadOnly, id.version, SchemaVersion))
@@ -78,7 +80,7 @@ func (b *Backend) verdict(id identity, create bool) (write bool, err error) {
 		}
 		return false, nil
 	case id.clashes > 0:
-		return false, b.openError(fmt.Errorf("%w: %s has tables named like a ledger's (changes, runs, meta, change_deps, ledger_history) but no changeset_migrations table; they belong to something else and were left unchanged (name another schema with changeset_schema)", ledger.ErrForeign, schema))
+		return false, b.openError(fmt.Errorf("%w: %s has tables named like a ledger's (%s) but no changeset_migrations table; they belong to something else and were left unchanged (name another schema with changeset_schema)", ledger.ErrForeign, schema, strings.Join(ownTables, ", ")))
 	case !create || b.readOnly:
 		if id.others > 0 {
 			return false, b.openError(fmt.Errorf("%w: %s holds %d tables of another application and no changeset ledger (open with create to add one beside them)", ledger.ErrForeign, schema, id.others))
@@ -142,7 +144,7 @@ func (b *Backend) migrate(ctx context.Context, create bool, timeout time.Duratio
 			return b.interpretError(op, err)
 		}
 	}
-	for _, m := range migrations[id.version:] {
+	for _, m := range sqlval.Pending(migrations, id.version) {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}

@@ -53,7 +53,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 8
+const SchemaVersion = 11
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
@@ -217,7 +217,7 @@ func newStatements(schema string) statements {
 			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
 		getMeta:       r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
 		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
-		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 7) + `)`),
+		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 8) + `)`),
 		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
 	}
 }

@@ -41,6 +41,14 @@ type grant struct {
 //     change or run.
 //   - meta: the redaction and approval keys are INSERTed once (ON
 //     CONFLICT DO NOTHING) and read; never updated or deleted.
+//   - ledger_approvals: INSERTed when an agent asks, UPDATEd by every
+//     decision and use (SELECT … FOR UPDATE needs UPDATE too); the foreign
+//     keys delete approvals with their change or run.
+//   - ledger_decisions: INSERTed by each decision, read before it; the
+//     foreign key deletes them with their approval.
+//   - ledger_outbox: INSERTed with the transitions that cause events;
+//     senders lease and finish events (UPDATE) and prune delivered ones
+//     (DELETE). Read-only opens never read it.
 //   - changeset_migrations: read at every open.
 var grants = []grant{
 	{kind: "SCHEMA", privs: []string{"USAGE"}, reader: true},
@@ -50,6 +58,9 @@ var grants = []grant{
 	{kind: "TABLE", name: "ledger_history", privs: []string{"SELECT", "INSERT"}, reader: true},
 	{kind: "TABLE", name: "meta", privs: []string{"SELECT", "INSERT"}},
 	{kind: "SEQUENCE", name: "ledger_history_seq_seq", privs: []string{"USAGE"}},
+	{kind: "TABLE", name: "ledger_approvals", privs: []string{"SELECT", "INSERT", "UPDATE"}, reader: true},
+	{kind: "TABLE", name: "ledger_decisions", privs: []string{"SELECT", "INSERT"}, reader: true},
+	{kind: "TABLE", name: "ledger_outbox", privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}},
 	{kind: "TABLE", name: "changeset_migrations", privs: []string{"SELECT"}, reader: true},
 }
 

@@ -87,11 +87,11 @@ func TestChunksAndPlaceholders(t *testing.T) {
 
 func TestMigrationsMatchSchemaVersion(t *testing.T) {
 	t.Parallel()
-	if len(migrations) != SchemaVersion {
-		t.Fatalf("%d migrations for schema version %d", len(migrations), SchemaVersion)
+	if last := migrations[len(migrations)-1]; last.Version != SchemaVersion {
+		t.Fatalf("the last migration, %s, is not schema version %d", last.Name, SchemaVersion)
 	}
 	for i, m := range migrations {
-		if m.Version != i+1 || !strings.HasSuffix(m.Name, ".sql") || m.SQL == "" {
+		if m.Version < i+1 || !strings.HasSuffix(m.Name, ".sql") || m.SQL == "" {
 			t.Errorf("migration %d: %+v", i, m)
 		}
 	}

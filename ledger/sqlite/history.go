@@ -9,7 +9,7 @@ import (
 )
 
 // appendHistorySQL appends one entry of the history; seq is SQLite's.
-var appendHistorySQL = `INSERT INTO ledger_history (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(7) + `)`
+var appendHistorySQL = `INSERT INTO ledger_history (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(8) + `)`
 
 // AppendHistory appends e to the history, in q's transaction.
 func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {

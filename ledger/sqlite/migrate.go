@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"embed"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/mcp-changeset/changeset-go/ledger/internal/sqlval"
 )
@@ -11,9 +14,16 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migrations are the steps in order; migrations[i] has version i+1. To
-// change the schema, add migrations/NNN_what.sql and raise SchemaVersion.
+// migrations are the steps in order of their versions, which may leave a
+// number out (see sqlval.LoadMigrations). To change the schema, add
+// migrations/NNN_what.sql and raise SchemaVersion.
 var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/sqlite", SchemaVersion)
+
+// afterMigration holds, by version, what Go must do in the transaction
+// right after a migration's SQL: check what SQL alone cannot.
+var afterMigration = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	13: checkDeclinedRewrite,
+}
 
 // migrate initialises an empty database or upgrades an older ledger, in
 // one write transaction that records the new schema version with the
@@ -42,9 +52,14 @@ func (b *Backend) migrate(ctx context.Context, create bool) error {
 	if err != nil || !write {
 		return err
 	}
-	for _, m := range migrations[id.version:] {
+	for _, m := range sqlval.Pending(migrations, id.version) {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return b.interpretError(op+" (migration "+m.Name+")", err)
+		}
+		if after := afterMigration[m.Version]; after != nil {
+			if err := after(ctx, tx); err != nil {
+				return b.interpretError(op+" (migration "+m.Name+")", err)
+			}
 		}
 	}
 	// Pragmas take no parameters; both values are constants of this
@@ -59,4 +74,34 @@ func (b *Backend) migrate(ctx context.Context, create bool) error {
 		}
 	}
 	return b.interpretError(op, tx.Commit())
+}
+
+// The status list of the changes table's CHECK constraint before and after
+// migration 013, as SQLite keeps the table's text.
+const (
+	statusesBefore13 = `'apply_failed', 'undoing', 'undone', 'undo_failed'))`
+	statusesAfter13  = `'apply_failed', 'undoing', 'undone', 'undo_failed', 'declined'))`
+)
+
+// checkDeclinedRewrite guards migration 013, which rewrites the text of the
+// changes table's status CHECK in sqlite_schema: the new list must be
+// there exactly once and the old one gone (a table whose text differs from
+// the one this package wrote is left for the rollback, unchanged). It then
+// raises the schema cookie, which makes every connection, this one
+// included, read the schema again, with the new constraint.
+func checkDeclinedRewrite(ctx context.Context, tx *sql.Tx) error {
+	var text string
+	if err := tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'changes'`).Scan(&text); err != nil {
+		return err
+	}
+	if strings.Count(text, statusesAfter13) != 1 || strings.Contains(text, statusesBefore13) {
+		return fmt.Errorf("the changes table's definition is not the one this program wrote, so its status constraint was not extended to 'declined'; nothing was changed (restore the ledger from a backup, or report this)")
+	}
+	var cookie int64
+	if err := tx.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&cookie); err != nil {
+		return err
+	}
+	// A pragma takes no parameter; cookie is an integer read just now.
+	_, err := tx.ExecContext(ctx, `PRAGMA schema_version = `+strconv.FormatInt(cookie+1, 10))
+	return err
 }

@@ -100,10 +100,14 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
-	want := "change_deps change_deps_resource changes changes_action changes_applied_by changes_created changes_deps_insert changes_finished " +
-		"changes_open changes_open_created changes_previewed_by changes_run_created_id " +
-		"changes_text changes_text_config changes_text_data changes_text_delete changes_text_idx changes_text_insert changes_text_update changes_undone_by " +
-		"ledger_history ledger_history_at ledger_history_change ledger_history_run meta runs runs_created runs_session"
+	want := "change_deps change_deps_resource changes changes_action changes_applied_by changes_created " +
+		"changes_deps_insert changes_finished changes_open changes_open_created changes_previewed_by " +
+		"changes_run_created_id changes_text changes_text_config changes_text_data changes_text_delete " +
+		"changes_text_idx changes_text_insert changes_text_update changes_undone_by ledger_approvals " +
+		"ledger_approvals_change ledger_approvals_open ledger_approvals_run ledger_approvals_waiting " +
+		"ledger_decisions ledger_history ledger_history_approval ledger_history_at ledger_history_change " +
+		"ledger_history_run ledger_outbox ledger_outbox_created ledger_outbox_delivered ledger_outbox_due " +
+		"meta runs runs_created runs_session"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
 	}
@@ -186,8 +190,10 @@ func oldLedger(t *testing.T, version int, rows ...string) string {
 	}
 	defer db.Close()
 	var stmts []string
-	for _, m := range migrations[:version] {
-		stmts = append(stmts, m.SQL)
+	for _, m := range migrations {
+		if m.Version <= version {
+			stmts = append(stmts, m.SQL)
+		}
 	}
 	stmts = append(stmts, fmt.Sprintf("PRAGMA application_id = %d", ApplicationID), fmt.Sprintf("PRAGMA user_version = %d", version))
 	for _, s := range append(stmts, rows...) {

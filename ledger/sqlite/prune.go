@@ -11,10 +11,10 @@ import (
 )
 
 // finishedIndexTerm is the WHERE term of the partial index
-// changes_finished (migration 010), word for word: SQLite uses a partial
+// changes_finished (migrations 010 and 013), word for word: SQLite uses a partial
 // index only for a query whose WHERE clause contains the index's own
 // term.
-const finishedIndexTerm = `status IN ('expired', 'apply_failed', 'applied', 'undone', 'undo_failed')`
+const finishedIndexTerm = `status IN ('expired', 'apply_failed', 'applied', 'undone', 'undo_failed', 'declined')`
 
 // pruneWhere is the part of PrunableChanges' WHERE clause that decides
 // whether a change may go at all, whatever its age: its status is one of

@@ -106,17 +106,21 @@ func OptString(s string) any {
 	return s
 }
 
-// Migration is one step of a schema: applying it to a ledger at version
-// Version-1 brings it to Version.
+// Migration is one step of a schema: applying it to a ledger at any
+// version below Version (and at or above the version of the step before
+// it) brings it to Version.
 type Migration struct {
 	Version int
 	Name    string
 	SQL     string
 }
 
-// LoadMigrations reads the files NNN_what.sql in dir of fsys, in order. It
-// panics if they are not numbered 1, 2, … want: that is a bug of the
-// backend pkg, caught by its tests.
+// LoadMigrations reads the files NNN_what.sql in dir of fsys, in order of
+// their numbers. The numbers must rise from 1 and the last must be want;
+// a number may be missing (a gap left for a migration of another branch):
+// a ledger past the gap simply never runs it, since versions only
+// increase. It panics otherwise, or on two files of one number: that is a
+// bug of the backend pkg, caught by its tests.
 func LoadMigrations(fsys fs.FS, dir, pkg string, want int) []Migration {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
@@ -137,14 +141,25 @@ func LoadMigrations(fsys fs.FS, dir, pkg string, want int) []Migration {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i, m := range ms {
-		if m.Version != i+1 {
-			panic(fmt.Sprintf("%s: migration %s should have version %d", pkg, m.Name, i+1))
+		if m.Version < 1 || i > 0 && m.Version == ms[i-1].Version {
+			panic(fmt.Sprintf("%s: migration %s: versions must be distinct and from 1", pkg, m.Name))
 		}
 	}
-	if len(ms) != want {
-		panic(fmt.Sprintf("%s: %d migrations for schema version %d", pkg, len(ms), want))
+	if len(ms) == 0 || ms[len(ms)-1].Version != want {
+		panic(fmt.Sprintf("%s: the last migration is not version %d, the schema version", pkg, want))
 	}
 	return ms
+}
+
+// Pending returns the migrations of ms (as LoadMigrations returns them)
+// that a ledger at schema version have lacks: those numbered above it.
+func Pending(ms []Migration, have int) []Migration {
+	for i, m := range ms {
+		if m.Version > have {
+			return ms[i:]
+		}
+	}
+	return nil
 }
 
 // ScanAll reads every row of rows with scan and closes rows. It returns the

@@ -322,14 +322,14 @@ func strs[S ~string](s []S) []string {
 
 // HistoryColumns are the columns of the history table that an append
 // writes, in the order of HistoryArgs; seq is the database's.
-const HistoryColumns = "at, change_id, run_id, from_status, to_status, actor, note"
+const HistoryColumns = "at, change_id, run_id, from_status, to_status, actor, note, approval_id"
 
 // HistorySelect are the columns ScanHistory reads.
 const HistorySelect = "seq, " + HistoryColumns
 
 // HistoryArgs binds e to HistoryColumns.
 func HistoryArgs(e ledger.HistoryEntry) []any {
-	return []any{TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note}
+	return []any{TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note, OptString(e.ApprovalID)}
 }
 
 // HistorySubject names what an entry is about, for messages: a change, a
@@ -348,11 +348,11 @@ func HistorySubject(e ledger.HistoryEntry) string {
 func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
 	var e ledger.HistoryEntry
 	var at sql.NullInt64
-	var change, run sql.NullString
-	if err := s.Scan(&e.Seq, &at, &change, &run, &e.From, &e.To, &e.By, &e.Note); err != nil {
+	var change, run, approval sql.NullString
+	if err := s.Scan(&e.Seq, &at, &change, &run, &e.From, &e.To, &e.By, &e.Note, &approval); err != nil {
 		return e, err
 	}
-	e.At, e.ChangeID, e.RunID = TimeFrom(at), change.String, run.String
+	e.At, e.ChangeID, e.RunID, e.ApprovalID = TimeFrom(at), change.String, run.String, approval.String
 	return e, nil
 }
 
@@ -379,6 +379,9 @@ func HistoryWhere(d Dialect, f ledger.HistoryFilter) *Where {
 	}
 	if f.By != "" {
 		w.Cond("actor = " + w.Arg(f.By))
+	}
+	if f.ApprovalID != "" {
+		w.Cond("approval_id = " + w.Arg(f.ApprovalID))
 	}
 	if f.After > 0 {
 		w.Cond("seq > " + w.Arg(f.After))
