@@ -98,12 +98,19 @@ type Options struct {
 	// a reverse proxy that authenticates people names the person. It is
 	// trusted only on requests whose TCP peer is loopback (the proxy on
 	// this host); from any other peer it is ignored and the first such
-	// request is logged. The proxy must set the header on every request
-	// and drop any value the client sent. A request it names needs no
-	// login, and its POSTs still need the CSRF token of the pages the
-	// dashboard gave that person. Every process on the host can reach
-	// loopback: set this only where that is acceptable.
+	// request is logged. It is ignored too on a request whose Host is
+	// neither this machine (localhost, a loopback address) nor one of
+	// ProxyHosts, for that is how DNS rebinding looks. The proxy must set
+	// the header on every request and drop any value the client sent. A
+	// request it names needs no login, and its POSTs still need the CSRF
+	// token of the pages the dashboard gave that person. Every process on
+	// the host can reach loopback: set this only where that is acceptable.
 	TrustedHeader string
+	// ProxyHosts are the host names a proxy that passes the browser's
+	// Host header on forwards ("dashboard.example.com"), for
+	// TrustedHeader. A proxy that sends the dashboard's own address as the
+	// Host (127.0.0.1:8081) needs none.
+	ProxyHosts []string
 	// SessionTTL is how long a session lasts after login (default 12 h).
 	SessionTTL time.Duration
 	// MaxSessions caps the sessions kept in memory (default 100); a new
@@ -118,8 +125,9 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// Now replaces time.Now for relative times and session expiry (tests).
 	Now func() time.Time
-	// Logger receives one record per undo and per unexpected error. Tokens
-	// are never logged. Nil discards.
+	// Logger receives one record per undo, per sign-in of a person, per
+	// unexpected error, and the first trusted header of each kind that is
+	// ignored. Tokens are never logged. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -192,7 +200,7 @@ func New(guard *changeset.Guard, opts Options) (*Dashboard, error) {
 		opts:     opts,
 		token:    token,
 		people:   opts.People,
-		header:   &headerGate{name: opts.TrustedHeader, logger: opts.Logger},
+		header:   &headerGate{name: opts.TrustedHeader, hosts: opts.ProxyHosts, logger: opts.Logger},
 		named:    named,
 		sessions: newSessionStore(opts.SessionTTL, opts.MaxSessions, opts.Now),
 		pages:    p,

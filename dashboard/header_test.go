@@ -66,6 +66,7 @@ func proxied(c *client, method, path, peer, user string, form url.Values) respon
 		req = httptest.NewRequest(method, path, nil)
 	}
 	req.RemoteAddr = peer
+	req.Host = "127.0.0.1:8081" // what a proxy sends by default: the address it forwards to
 	if user != "" {
 		req.Header.Set(userHeader, user)
 	}
@@ -76,7 +77,7 @@ func proxied(c *client, method, path, peer, user string, form url.Values) respon
 // their POSTs carry the CSRF token of their pages, and their undo is
 // recorded as person:<name>.
 func TestTrustedHeader_FromLoopbackNamesThePerson(t *testing.T) {
-	for _, peer := range []string{"127.0.0.1:40000", "[::1]:40000"} {
+	for _, peer := range []string{"127.0.0.1:40000", "[::1]:40000", "[::ffff:127.0.0.1]:40000"} {
 		t.Run(peer, func(t *testing.T) {
 			f, _ := newHeaderFixture(t)
 			s := f.build()
@@ -216,5 +217,49 @@ func TestTrustedHeader_WithPersonWins(t *testing.T) {
 	}
 	if rec, _ := f.guard.Record(t.Context(), s.single); rec.UndoneBy != "person:dave" {
 		t.Errorf("undone_by = %q, want person:dave", rec.UndoneBy)
+	}
+}
+
+// A request from loopback that names another host is how DNS rebinding
+// looks: the header is ignored (and logged once) unless the host is one
+// of ProxyHosts.
+func TestTrustedHeader_ARequestForAnotherHostIsIgnored(t *testing.T) {
+	f, logs := newHeaderFixture(t, func(_ *changeset.Options, d *dashboard.Options) {
+		d.ProxyHosts = []string{"dashboard.example.com"}
+	})
+	s := f.build()
+	send := func(method, path, host string, form url.Values) response {
+		t.Helper()
+		c := f.anonymous()
+		var req *http.Request
+		if method == http.MethodPost {
+			req = httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		} else {
+			req = httptest.NewRequest(method, path, nil)
+		}
+		req.RemoteAddr, req.Host = "127.0.0.1:40000", host
+		req.Header.Set(userHeader, "carol")
+		return c.do(req)
+	}
+	before := f.snapshot()
+	for _, host := range []string{"attacker.example:8081", "example.com", "dashboard.example.com.evil.test"} {
+		if res := send("GET", "/changes/"+s.single, host, nil); res.Code != http.StatusUnauthorized {
+			t.Errorf("GET for host %s = %d, want 401", host, res.Code)
+		}
+		if res := send("POST", "/changes/"+s.single+"/undo", host, url.Values{"csrf": {"x"}}); res.Code != http.StatusUnauthorized {
+			t.Errorf("POST for host %s = %d, want 401", host, res.Code)
+		}
+	}
+	if f.snapshot() != before {
+		t.Error("a request for another host changed something")
+	}
+	if n := strings.Count(logs.String(), "neither this machine nor in Options.ProxyHosts"); n != 1 {
+		t.Errorf("requests for other hosts were logged %d times, want once:\n%s", n, logs.String())
+	}
+	for _, host := range []string{"dashboard.example.com", "DASHBOARD.example.com.:443", "localhost:8081", "[::1]:8081"} {
+		if res := send("GET", "/", host, nil); res.Code != http.StatusOK || !strings.Contains(res.Body, "Signed in as <strong>carol</strong>") {
+			t.Errorf("GET for host %s = %d, want carol's page", host, res.Code)
+		}
 	}
 }

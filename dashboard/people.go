@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/mcp-changeset/changeset-go/internal/tokenfile"
@@ -55,13 +57,19 @@ func (p *People) Len() int { return p.file.Len() }
 func (p *People) lookup(token string) (string, bool) { return p.file.Lookup(token) }
 
 // headerGate reads the trusted header of Options.TrustedHeader. It trusts
-// the header only on a request whose TCP peer is loopback: the reverse
-// proxy on this host that authenticated the person. From any other peer
-// the header is ignored, and the first such request is logged.
+// the header only on a request whose TCP peer is loopback (the reverse
+// proxy on this host that authenticated the person) and whose Host is
+// this machine or one of Options.ProxyHosts. From any other peer the
+// header is ignored, and so is a request that names another host: that is
+// how DNS rebinding looks, a web page whose own name now resolves to
+// 127.0.0.1 and whose script could set any header. The first request of
+// each kind is logged.
 type headerGate struct {
-	name   string // the header's name; "" when none is trusted
+	name   string   // the header's name; "" when none is trusted
+	hosts  []string // Options.ProxyHosts
 	logger *slog.Logger
-	once   sync.Once // the warning for a header from another peer
+	peer   sync.Once // the warning for a header from another peer
+	host   sync.Once // the warning for a header with a Host not listed
 	bad    sync.Once // the warning for a header that holds no valid name
 }
 
@@ -74,10 +82,17 @@ func (g *headerGate) person(r *http.Request) string {
 	if name == "" {
 		return ""
 	}
-	if !loopbackPeer(r.RemoteAddr) {
-		g.once.Do(func() {
+	if !loopbackHost(r.RemoteAddr) {
+		g.peer.Do(func() {
 			g.logger.Warn("dashboard: ignoring the trusted header on a request that did not come from loopback; only a reverse proxy on this host may name the person",
 				"header", g.name, "peer", r.RemoteAddr)
+		})
+		return ""
+	}
+	if !loopbackHost(r.Host) && !hostListed(r.Host, g.hosts) {
+		g.host.Do(func() {
+			g.logger.Warn("dashboard: ignoring the trusted header on a request for a host that is neither this machine nor in Options.ProxyHosts (DNS rebinding looks like this; list the name your proxy forwards)",
+				"header", g.name, "host", r.Host)
 		})
 		return ""
 	}
@@ -90,13 +105,33 @@ func (g *headerGate) person(r *http.Request) string {
 	return name
 }
 
-// loopbackPeer reports whether addr, a request's RemoteAddr ("ip:port"),
-// is a loopback address.
-func loopbackPeer(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
+// hostOnly is hostport without its port.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+}
+
+// loopbackHost reports whether hostport (a RemoteAddr or a Host header)
+// names a loopback address, or is the name localhost.
+func loopbackHost(hostport string) bool {
+	h := hostOnly(hostport)
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// hostListed reports whether hostport's host is one of hosts, ignoring
+// case and a trailing dot.
+func hostListed(hostport string, hosts []string) bool {
+	h := strings.TrimSuffix(hostOnly(hostport), ".")
+	for _, a := range hosts {
+		if strings.EqualFold(h, strings.TrimSuffix(hostOnly(a), ".")) {
+			return true
+		}
+	}
+	return false
 }
