@@ -125,21 +125,18 @@ func usageError(name string, err error) {
 func run(p Program, f Flags) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	verifier := p.Verifier
+	var tokens *Tokens
 	if f.HTTP != "" && f.AuthTokenFile != "" {
-		tokens, err := BearerTokensFromFile(f.AuthTokenFile, log)
-		if err != nil {
+		var err error
+		if tokens, err = BearerTokensFromFile(f.AuthTokenFile, log); err != nil {
 			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 		verifier = tokens.Verify
 		log.Info("bearer tokens loaded", "identities", tokens.Len())
 	}
-	var people *dashboard.People
-	if f.DashboardPeople != "" {
-		var err error
-		if people, err = dashboard.PeopleFromFile(f.DashboardPeople, log); err != nil {
-			return fmt.Errorf("--dashboard-people: %w", err)
-		}
-		log.Info("dashboard people loaded", "tokens", people.Len())
+	people, err := loadPeople(f, tokens, log)
+	if err != nil {
+		return err
 	}
 	if err := ensureDir(f.Ledger); err != nil {
 		return err

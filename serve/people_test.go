@@ -99,11 +99,21 @@ func TestMain_DashboardPeopleErrors(t *testing.T) {
 	if err := os.WriteFile(people, []byte("topsecret-0123456789abcdef ana\ntopsecret-0123456789abcdef bob\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("# agents\ntopsecret-0123456789abcdef ana\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(t.TempDir(), "people")
+	if err := os.WriteFile(shared, []byte("other-token-0123456789abcdef bob\ntopsecret-0123456789abcdef ana\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{"--http", "127.0.0.1:0", "--auth-token-file", tokens, "--dashboard", "127.0.0.1:0", "--dashboard-people", shared}, 1,
+			"--dashboard-people: the token on line 2 of people file " + shared + " is also on line 2 of bearer token file " + tokens},
 		{[]string{"--http", "127.0.0.1:0", "--dashboard", "127.0.0.1:0", "--dashboard-people", people}, 1,
 			"--dashboard-people: people file " + people + ", line 2: the same token is on line 1"},
 		{[]string{"--http", "127.0.0.1:0", "--dashboard", "127.0.0.1:0", "--dashboard-people", people + ".missing"}, 1,

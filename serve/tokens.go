@@ -3,12 +3,14 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/dashboard"
 	"github.com/mcp-changeset/changeset-go/internal/tokenfile"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
@@ -81,4 +83,32 @@ func (t *Tokens) Verify(_ context.Context, token string, _ *http.Request) (*auth
 		return nil, auth.ErrInvalidToken
 	}
 	return &auth.TokenInfo{UserID: identity, Expiration: neverExpires}, nil
+}
+
+// loadPeople reads --dashboard-people, if set, and refuses a people file
+// that shares a token with the bearer token file (tokens, nil without
+// one): an agent holding that token could sign in to the dashboard as the
+// person and undo, or later approve, as them.
+func loadPeople(f Flags, tokens *Tokens, log *slog.Logger) (*dashboard.People, error) {
+	if f.DashboardPeople == "" {
+		return nil, nil
+	}
+	people, err := dashboard.PeopleFromFile(f.DashboardPeople, log)
+	if err != nil {
+		return nil, fmt.Errorf("--dashboard-people: %w", err)
+	}
+	if tokens != nil {
+		// Read again without the name check, which PeopleFromFile made:
+		// the dashboard keeps its digests to itself.
+		again, err := tokenfile.Read(f.DashboardPeople, tokenfile.Format{What: "people file", Field: "NAME"}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--dashboard-people: %w", err)
+		}
+		if line, other, ok := again.Shared(tokens.file); ok {
+			return nil, fmt.Errorf("--dashboard-people: the token on line %d of people file %s is also on line %d of bearer token file %s; "+
+				"give each person a dashboard token their agent does not hold (openssl rand -hex 32)", line, f.DashboardPeople, other, f.AuthTokenFile)
+		}
+	}
+	log.Info("dashboard people loaded", "tokens", people.Len())
+	return people, nil
 }

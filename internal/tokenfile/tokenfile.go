@@ -54,6 +54,7 @@ type File struct {
 type entry struct {
 	digest [sha256.Size]byte
 	name   string
+	line   int
 }
 
 // Read parses the file at path in format f. log (nil discards) gets a
@@ -99,7 +100,7 @@ func Read(path string, f Format, log *slog.Logger) (*File, error) {
 		if len(token) < MinTokenLen {
 			log.Warn("a token in the "+f.What+" is short and easy to guess; use 32 or more random characters", "file", path, "line", n, field, name)
 		}
-		out.entries = append(out.entries, entry{digest: d, name: name})
+		out.entries = append(out.entries, entry{digest: d, name: name, line: n})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", f.What, path, err)
@@ -124,4 +125,22 @@ func (t *File) Lookup(token string) (name string, ok bool) {
 		}
 	}
 	return name, ok
+}
+
+// Shared returns the lines of t and of other that hold the same token, the
+// first such pair in t's order, or ok=false when the files share none. A
+// server that reads two token files (its agents' bearer tokens and the
+// dashboard's people) refuses to start when they share one: whoever holds
+// an agent's token could then also sign in as a person.
+func (t *File) Shared(other *File) (line, otherLine int, ok bool) {
+	lines := make(map[[sha256.Size]byte]int, len(other.entries))
+	for _, e := range other.entries {
+		lines[e.digest] = e.line
+	}
+	for _, e := range t.entries {
+		if n, found := lines[e.digest]; found {
+			return e.line, n, true
+		}
+	}
+	return 0, 0, false
 }

@@ -102,3 +102,24 @@ func TestRead_WarnsOfShortTokensAndReadableFilesWithoutTheToken(t *testing.T) {
 		t.Errorf("warnings for a private file of long tokens:\n%s", logs.String())
 	}
 }
+
+func TestShared_FindsATokenInBothFiles(t *testing.T) {
+	a, err := Read(write(t, "# agents\nalice-agent-token-0123456789 alice\nshared-token-0123456789 bob\n", 0o600), testFormat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Read(write(t, "alice-person-token-0123456789 alice\n\nshared-token-0123456789 bob\n", 0o600), testFormat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, other, ok := b.Shared(a); !ok || line != 3 || other != 3 {
+		t.Errorf("Shared = %d, %d, %v; want lines 3 and 3", line, other, ok)
+	}
+	c, err := Read(write(t, "carol-person-token-0123456789 carol\n", 0o600), testFormat, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := c.Shared(a); ok {
+		t.Error("files without a common token share one")
+	}
+}
