@@ -362,11 +362,23 @@ func TestPeople_MyAgentsWorkAndWhoseAgentDidIt(t *testing.T) {
 	}
 	mustContain(t, "ana's agents' work", mine.Body, "Showing your agents' work", `<a href="/changes">Show everyone's</a>`)
 
-	// With the shared login token nobody in particular is signed in: no
-	// "My agents' work".
+	// With the shared login token under the default name nobody in
+	// particular is signed in: no "My agents' work". An Options.Person
+	// that was set, or WithPerson, names someone.
 	g := newFixture(t, func(_ *changeset.Options, d *dashboard.Options) { d.Person = "" })
 	g.build()
 	if body := g.login().get("/changes").Body; strings.Contains(body, "My agents") || !strings.Contains(body, "Signed in as <strong>dashboard</strong>") {
 		t.Error("the shared login offers My agents' work, or does not say who is signed in")
 	}
+	named := newFixture(t) // Options.Person: "ana"
+	mustContain(t, "shared login as ana", named.login().get("/changes").Body, `href="/changes?by=agent%3aana">My agents' work</a>`)
+	wrapped := newFixture(t, func(_ *changeset.Options, d *dashboard.Options) {
+		d.Person = ""
+		d.Wrap = func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h.ServeHTTP(w, r.WithContext(dashboard.WithPerson(r.Context(), "erin")))
+			})
+		}
+	})
+	mustContain(t, "WithPerson erin", wrapped.login().get("/changes").Body, "Signed in as <strong>erin</strong>", `href="/changes?by=agent%3aerin">My agents' work</a>`)
 }
