@@ -55,8 +55,16 @@ type browser struct {
 	dir string // where screenshots go
 }
 
-// newBrowser serves f's dashboard and starts Chromium on it, signed in.
+// newBrowser serves f's dashboard and starts Chromium on it, signed in
+// with the shared login link.
 func newBrowser(t *testing.T, exe string, f *fixture) *browser {
+	t.Helper()
+	return newBrowserAt(t, exe, f, f.dash.LoginURL)
+}
+
+// newBrowserAt is newBrowser signing in at the link login gives for the
+// server's base URL.
+func newBrowserAt(t *testing.T, exe string, f *fixture, login func(base string) string) *browser {
 	t.Helper()
 	rec := &recording{h: f.dash}
 	srv := httptest.NewServer(rec)
@@ -79,7 +87,7 @@ func newBrowser(t *testing.T, exe string, f *fixture) *browser {
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
 	t.Cleanup(cancelBrowser)
 	b := &browser{t: t, ctx: bctx, url: srv.URL, dir: artifacts(t)}
-	b.step("log in", chromedp.Navigate(f.dash.LoginURL(srv.URL)), chromedp.WaitVisible(chromedp.CSS(`table.list, .empty`)))
+	b.step("log in", chromedp.Navigate(login(srv.URL)), chromedp.WaitVisible(chromedp.CSS(`table.list, .empty`)))
 	return b
 }
 

@@ -30,6 +30,15 @@
 // POST carrying the session's CSRF token in the form field "csrf", and
 // cross-origin POSTs are refused.
 //
+// The dashboard knows who is signed in in one of three ways. With
+// Options.People (a people file of "TOKEN NAME" lines, PeopleFromFile),
+// each person signs in with a token of their own and the shared login
+// token is not accepted. With Options.TrustedHeader, a reverse proxy on the
+// same host that authenticated the person names them in a request header,
+// trusted only from loopback. And a Wrap middleware can name the person of
+// each request with WithPerson. Without any of them, everyone who has the
+// shared login link acts as Options.Person.
+//
 // Undo from the dashboard goes through the Guard's trusted path
 // (Guard.UndoRun and Guard.UndoAs) with no agent token, and the ledger
 // records that a person did it: "person:<name>". The dashboard never shows a
@@ -68,16 +77,40 @@ const minLoginTokenLen = 16
 // Options configure a dashboard. The zero value is valid: it generates a
 // login token and records undos as done by "person:dashboard".
 type Options struct {
-	// LoginToken is the secret that /login?token=… exchanges for a session.
-	// When empty, New generates 256 random bits; read it with
-	// Dashboard.LoginToken or Dashboard.LoginURL. A token given here must
-	// be at least 16 characters long.
+	// LoginToken is the shared secret that /login?token=… exchanges for a
+	// session whose person is Options.Person. When empty, New generates
+	// 256 random bits; read it with Dashboard.LoginToken or
+	// Dashboard.LoginURL. A token given here must be at least 16
+	// characters long. It must be empty when People is set: then no
+	// shared token exists.
 	LoginToken string
-	// Person names the person who undoes through the dashboard; the ledger
-	// records "person:<Person>" (default "dashboard"). A Wrap middleware
-	// that knows who is signed in can name each request's person with
-	// WithPerson instead.
+	// Person names the person who undoes through the dashboard after
+	// signing in with the shared login token; the ledger records
+	// "person:<Person>" (default "dashboard"). People, TrustedHeader and
+	// WithPerson name each person instead.
 	Person string
+	// People, when set, are the only ones who can sign in: each with
+	// /login?token=THEIR_TOKEN, recorded as "person:<name>". The shared
+	// login token is then not accepted (LoginToken returns ""), so that
+	// no anonymous person can act. Read them with PeopleFromFile.
+	People *People
+	// TrustedHeader names a request header ("X-Forwarded-User") in which
+	// a reverse proxy that authenticates people names the person. It is
+	// trusted only on requests whose TCP peer is loopback (the proxy on
+	// this host); from any other peer it is ignored and the first such
+	// request is logged. It is ignored too on a request whose Host is
+	// neither this machine (localhost, a loopback address) nor one of
+	// ProxyHosts, for that is how DNS rebinding looks. The proxy must set
+	// the header on every request and drop any value the client sent. A
+	// request it names needs no login, and its POSTs still need the CSRF
+	// token of the pages the dashboard gave that person. Every process on
+	// the host can reach loopback: set this only where that is acceptable.
+	TrustedHeader string
+	// ProxyHosts are the host names a proxy that passes the browser's
+	// Host header on forwards ("dashboard.example.com"), for
+	// TrustedHeader. A proxy that sends the dashboard's own address as the
+	// Host (127.0.0.1:8081) needs none.
+	ProxyHosts []string
 	// SessionTTL is how long a session lasts after login (default 12 h).
 	SessionTTL time.Duration
 	// MaxSessions caps the sessions kept in memory (default 100); a new
@@ -92,8 +125,9 @@ type Options struct {
 	Wrap func(http.Handler) http.Handler
 	// Now replaces time.Now for relative times and session expiry (tests).
 	Now func() time.Time
-	// Logger receives one record per undo and per unexpected error. Tokens
-	// are never logged. Nil discards.
+	// Logger receives one record per undo, per sign-in of a person, per
+	// unexpected error, and the first trusted header of each kind that is
+	// ignored. Tokens are never logged. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -101,7 +135,10 @@ type Options struct {
 type Dashboard struct {
 	guard    *changeset.Guard
 	opts     Options
-	token    string
+	token    string // the shared login token; "" when People is set
+	people   *People
+	header   *headerGate
+	named    bool // Options.Person was given, not defaulted
 	sessions *sessionStore
 	pages    *pages
 	handler  http.Handler // everything, Wrap included
@@ -113,7 +150,8 @@ func New(guard *changeset.Guard, opts Options) (*Dashboard, error) {
 	if guard == nil {
 		return nil, errors.New("dashboard: nil Guard")
 	}
-	if opts.Person == "" {
+	named := opts.Person != ""
+	if !named {
 		opts.Person = DefaultPerson
 	}
 	if err := validPerson(opts.Person); err != nil {
@@ -134,8 +172,17 @@ func New(guard *changeset.Guard, opts Options) (*Dashboard, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if err := validHeaderName(opts.TrustedHeader); err != nil {
+		return nil, fmt.Errorf("dashboard: Options.TrustedHeader: %w", err)
+	}
 	token := opts.LoginToken
 	switch {
+	case opts.People != nil && token != "":
+		return nil, errors.New("dashboard: Options.LoginToken and Options.People exclude each other: with People, each person signs in with their own token and no shared one is accepted")
+	case opts.People != nil:
+		if opts.People.file == nil {
+			return nil, errors.New("dashboard: Options.People is empty; read it with PeopleFromFile")
+		}
 	case token == "":
 		token = randomString(32)
 	case len(token) < minLoginTokenLen:
@@ -152,6 +199,9 @@ func New(guard *changeset.Guard, opts Options) (*Dashboard, error) {
 		guard:    guard,
 		opts:     opts,
 		token:    token,
+		people:   opts.People,
+		header:   &headerGate{name: opts.TrustedHeader, hosts: opts.ProxyHosts, logger: opts.Logger},
+		named:    named,
 		sessions: newSessionStore(opts.SessionTTL, opts.MaxSessions, opts.Now),
 		pages:    p,
 	}
@@ -177,15 +227,23 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.handler.ServeHTTP(w, r)
 }
 
-// LoginToken returns the secret that /login exchanges for a session. Print
-// it only where the operator alone can read it (the server's standard
-// error), never into a log that others read.
+// LoginToken returns the shared secret that /login exchanges for a
+// session. Print it only where the operator alone can read it (the
+// server's standard error), never into a log that others read. It returns
+// "" when Options.People is set: then there is no shared token, and each
+// person signs in with their own.
 func (d *Dashboard) LoginToken() string { return d.token }
 
 // LoginURL returns the login link for a dashboard served at base, for
-// example "http://127.0.0.1:8080".
+// example "http://127.0.0.1:8080/login?token=…". When Options.People is
+// set it returns the link without a token ("http://127.0.0.1:8080/login"):
+// each person adds "?token=" and their own token from the people file.
 func (d *Dashboard) LoginURL(base string) string {
-	return strings.TrimSuffix(base, "/") + "/login?token=" + url.QueryEscape(d.token)
+	u := strings.TrimSuffix(base, "/") + "/login"
+	if d.people != nil {
+		return u
+	}
+	return u + "?token=" + url.QueryEscape(d.token)
 }
 
 // routes registers every page and action on a ServeMux and puts the
@@ -219,23 +277,37 @@ func (d *Dashboard) routes() http.Handler {
 type personKey struct{}
 
 // WithPerson returns a context that names the person acting on this
-// request, overriding Options.Person. A Wrap middleware that has
-// authenticated the user calls it:
+// request. A Wrap middleware that has authenticated the user calls it:
 //
 //	r = r.WithContext(dashboard.WithPerson(r.Context(), user.Login))
 //
-// Names that are empty, longer than 64 bytes or hold control characters
-// are ignored.
+// The request still needs a session (or Options.TrustedHeader). Of the
+// ways to name a person, the first that names one wins: WithPerson, then
+// Options.TrustedHeader (from loopback), then the person whose token from
+// Options.People opened the session, then Options.Person. Names that are
+// empty, longer than 64 bytes or hold control or format characters are
+// ignored.
 func WithPerson(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, personKey{}, name)
 }
 
 // person returns the name of the person acting on r.
 func (d *Dashboard) person(r *http.Request) string {
+	name, _ := d.identify(r)
+	return name
+}
+
+// identify returns the name of the person acting on r, and whether
+// someone named them (WithPerson, the trusted header, a person's own
+// token, or an Options.Person given) rather than the default applying.
+func (d *Dashboard) identify(r *http.Request) (string, bool) {
 	if name, ok := r.Context().Value(personKey{}).(string); ok && validPerson(name) == nil {
-		return name
+		return name, true
 	}
-	return d.opts.Person
+	if s := sessionOf(r); s != nil && s.person != "" {
+		return s.person, true // a person's token, or the trusted header
+	}
+	return d.opts.Person, d.named
 }
 
 func validPerson(name string) error {
@@ -246,6 +318,25 @@ func validPerson(name string) error {
 		return errors.New("a person's name must be valid UTF-8")
 	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }):
 		return errors.New("a person's name must not hold control or format characters")
+	}
+	return nil
+}
+
+// validHeaderName accepts "" (no header) and HTTP header names made of
+// letters, digits and '-'; it refuses the headers a browser or the
+// dashboard itself sets.
+func validHeaderName(name string) error {
+	if name == "" {
+		return nil
+	}
+	for _, r := range name {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("%q is not a header name (letters, digits and '-')", name)
+		}
+	}
+	switch http.CanonicalHeaderKey(name) {
+	case "Cookie", "Authorization", "Host", "Origin", "Referer", "User-Agent", "Content-Type", "Content-Length":
+		return fmt.Errorf("%q is set by browsers, not by a proxy; name the header your proxy sets, e.g. X-Forwarded-User", name)
 	}
 	return nil
 }

@@ -41,6 +41,13 @@ type changeQuery struct {
 	Q, Action, Status, By, Since, RunID string
 }
 
+// myAgents is the filter of a person's own agents' work: the changes that
+// agent:<name> previewed, applied or undid. An agent is a person's when
+// its actor is "agent:<name>", that is when the server's bearer token file
+// gives the person's agent the name the people file (or the trusted
+// header) gives the person.
+func myAgents(name string) changeQuery { return changeQuery{By: "agent:" + name} }
+
 // values returns the query parameters of q, without the cursor.
 func (q changeQuery) values() url.Values {
 	v := url.Values{}

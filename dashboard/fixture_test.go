@@ -147,6 +147,7 @@ func registerOps(g *changeset.Guard, s *store) {
 type fixture struct {
 	t       *testing.T
 	guard   *changeset.Guard
+	server  *mcp.Server
 	store   *store
 	clock   *testkit.Clock
 	session *mcp.ClientSession
@@ -177,7 +178,7 @@ func newFixture(t *testing.T, edit ...func(*changeset.Options, *dashboard.Option
 	}
 	t.Cleanup(func() { g.Close() })
 	registerOps(g, f.store)
-	f.guard = g
+	f.guard, f.server = g, server
 	f.session = connect(t, server)
 	if f.dash, err = dashboard.New(g, dopts); err != nil {
 		t.Fatalf("dashboard.New: %v", err)
@@ -188,13 +189,20 @@ func newFixture(t *testing.T, edit ...func(*changeset.Options, *dashboard.Option
 
 func connect(t *testing.T, server *mcp.Server) *mcp.ClientSession {
 	t.Helper()
+	return connectAs(t, server, "agent")
+}
+
+// connectAs connects an MCP client named name: its calls are recorded as
+// "agent:<name>".
+func connectAs(t *testing.T, server *mcp.Server, name string) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatalf("server connect: %v", err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}
@@ -296,7 +304,13 @@ func (f *fixture) build() scenario {
 // result; a tool error fails the test.
 func (f *fixture) callTool(name string, args map[string]any) map[string]any {
 	f.t.Helper()
-	res, err := f.session.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	return f.callToolOn(f.session, name, args)
+}
+
+// callToolOn calls a tool as the agent of session cs.
+func (f *fixture) callToolOn(cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
+	f.t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		f.t.Fatalf("%s: %v", name, err)
 	}

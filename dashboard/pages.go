@@ -67,7 +67,14 @@ type page struct {
 	Title    string
 	Nav      string // the highlighted section: "runs" or "changes"
 	SignedIn bool
-	Person   string
+	// Person is who acts, as the ledger records it ("person:ana"); Name
+	// is their name alone. ViaProxy says the trusted header named them,
+	// so that signing out is the proxy's business.
+	Person, Name string
+	ViaProxy     bool
+	// MyAgents links to the changes of the person's own agents
+	// (agent:<name>), or is "" when nobody in particular signed in.
+	MyAgents string
 	CSRF     string
 	Flash    string // a success message
 	Problem  string // a refusal or failure, shown prominently
@@ -79,7 +86,11 @@ type page struct {
 // means a template error never leaves a half-written page.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
 	if s := sessionOf(r); s != nil {
-		p.SignedIn, p.CSRF, p.Person = true, s.csrf, changeset.Person(d.person(r))
+		name, named := d.identify(r)
+		p.SignedIn, p.CSRF, p.Person, p.Name, p.ViaProxy = true, s.csrf, changeset.Person(name), name, s.header
+		if named {
+			p.MyAgents = myAgents(name).link("")
+		}
 		if p.Flash == "" {
 			p.Flash = d.sessions.takeFlash(s.id)
 		}
@@ -163,7 +174,12 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 			d.internalError(w, r, err)
 			return
 		}
-		data.Runs = append(data.Runs, v.runSummary(run, tallies))
+		rv := v.runSummary(run, tallies)
+		if rv.StartedBy, err = d.startedBy(ctx, run.ID); err != nil {
+			d.internalError(w, r, err)
+			return
+		}
+		data.Runs = append(data.Runs, rv)
 	}
 	d.render(w, r, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: data})
 }
@@ -296,6 +312,11 @@ type changesData struct {
 	// Older is the link to the next page ("" on the last); Newest the
 	// link to the first ("" on it).
 	Older, Newest string
+	// Mine is the actor of the signed-in person's agents ("agent:ana"),
+	// or "" when nobody in particular signed in; MineActive says the list
+	// shows just their work.
+	Mine       string
+	MineActive bool
 }
 
 func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
@@ -304,6 +325,10 @@ func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
 	data := changesData{Query: q}
 	for _, s := range ledger.Statuses {
 		data.Statuses = append(data.Statuses, string(s))
+	}
+	if name, named := d.identify(r); named {
+		data.Mine = myAgents(name).By
+		data.MineActive = q.By == data.Mine
 	}
 	var fe *filterError
 	if errors.As(err, &fe) {
@@ -324,10 +349,53 @@ func (d *Dashboard) changesPage(w http.ResponseWriter, r *http.Request) {
 	if f.Before != nil {
 		data.Newest = q.link("")
 	}
+	labels, err := d.runLabels(r.Context(), changes)
+	if err != nil {
+		d.internalError(w, r, err)
+		return
+	}
 	for _, c := range changes {
-		data.Changes = append(data.Changes, v.change(c))
+		cv := v.change(c)
+		cv.RunLabel = labels[c.RunID]
+		data.Changes = append(data.Changes, cv)
 	}
 	d.render(w, r, http.StatusOK, "changes", page{Title: "Changes", Nav: "changes", Data: data})
+}
+
+// runLabels returns the label of the run of each change (by run ID), one
+// read per distinct run: a page of 50 changes usually belongs to a few.
+// A run that is gone (pruned) gets no label.
+func (d *Dashboard) runLabels(ctx context.Context, changes []*ledger.Change) (map[string]string, error) {
+	labels := map[string]string{}
+	for _, c := range changes {
+		if c.RunID == "" {
+			continue
+		}
+		if _, done := labels[c.RunID]; done {
+			continue
+		}
+		run, err := d.guard.Ledger().Run(ctx, c.RunID)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			labels[c.RunID] = ""
+		case err != nil:
+			return nil, err
+		default:
+			labels[c.RunID] = visible(run.Label)
+		}
+	}
+	return labels, nil
+}
+
+// startedBy names who started run id: the actor of its first history
+// entry, the run's creation (nil for a run from before the history, or
+// started by the library). It reads one entry.
+func (d *Dashboard) startedBy(ctx context.Context, id string) (*actor, error) {
+	first, err := d.guard.Ledger().History(ctx, ledger.HistoryFilter{RunID: id, Limit: 1})
+	if err != nil || len(first) == 0 || first[0].ChangeID != "" || first[0].From != "" {
+		return nil, err
+	}
+	return parseActor(first[0].By), nil
 }
 
 // changeData is the data of the change page.

@@ -24,8 +24,10 @@ type ServeOptions struct {
 // Serve listens on addr and serves d in the background until ctx is done,
 // then shuts the server down. It returns once the listener is bound, with
 // the login URL to give the operator (print it to standard error, not to a
-// shared log): "http://127.0.0.1:8080/login?token=…". Port 0 picks a free
-// port; the URL names the one chosen.
+// shared log): "http://127.0.0.1:8080/login?token=…", or, when d has
+// Options.People, "http://127.0.0.1:8080/login", to which each person adds
+// their own "?token=…" (see Dashboard.LoginURL). Port 0 picks a free port;
+// the URL names the one chosen.
 //
 // Serve refuses an address that is not loopback ("127.0.0.1:8080",
 // "[::1]:8080" and "localhost:8080" are) unless opts.AllowRemote is set.

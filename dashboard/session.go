@@ -22,14 +22,23 @@ const maxFormBytes = 16 << 10
 // some 30,000 changes.
 const maxConfirmBytes = 1 << 20
 
-// session is one signed-in browser. Its ID lives only in the HttpOnly
-// cookie; its CSRF token is put into every form the session is shown.
+// session is one signed-in browser, or one person named by the trusted
+// header. A browser's session ID lives only in the HttpOnly cookie; a
+// header person's never leaves the server. Its CSRF token is put into
+// every form the session is shown.
 type session struct {
 	id      string
 	csrf    string
 	created time.Time
 	expires time.Time
 	flash   string // a message for the next page, shown once
+	// person is who signed in: the name of their token in the people
+	// file, or the name the trusted header gave; "" for the shared login
+	// token.
+	person string
+	// header marks the session of a person named by the trusted header:
+	// no cookie can name it.
+	header bool
 }
 
 // sessionStore keeps sessions in memory: a restart signs everyone out,
@@ -40,17 +49,40 @@ type sessionStore struct {
 	max int
 	now func() time.Time
 	m   map[string]*session
+	// byHeader finds the session of each person the trusted header
+	// names, so that all their requests share one CSRF token and one
+	// flash, and a client polling without cookies makes no new sessions.
+	byHeader map[string]string
 }
 
 func newSessionStore(ttl time.Duration, max int, now func() time.Time) *sessionStore {
-	return &sessionStore{ttl: ttl, max: max, now: now, m: map[string]*session{}}
+	return &sessionStore{ttl: ttl, max: max, now: now, m: map[string]*session{}, byHeader: map[string]string{}}
 }
 
-// create starts a session, ending expired ones and, beyond the cap, the
-// oldest.
-func (s *sessionStore) create() *session {
+// create starts a browser's session for person ("" for the shared login
+// token), ending expired ones and, beyond the cap, the oldest.
+func (s *sessionStore) create(person string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.createLocked(person, false)
+}
+
+// forHeader returns a copy of the live session of the person the trusted
+// header names, starting one if there is none.
+func (s *sessionStore) forHeader(person string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.m[s.byHeader[person]]; ok && x.header && s.now().Before(x.expires) {
+		c := *x
+		return &c
+	}
+	x := s.createLocked(person, true)
+	s.byHeader[person] = x.id
+	c := *x
+	return &c
+}
+
+func (s *sessionStore) createLocked(person string, header bool) *session {
 	now := s.now()
 	var oldest *session
 	for id, x := range s.m {
@@ -65,17 +97,23 @@ func (s *sessionStore) create() *session {
 	if len(s.m) >= s.max && oldest != nil {
 		delete(s.m, oldest.id)
 	}
-	x := &session{id: randomString(32), csrf: randomString(32), created: now, expires: now.Add(s.ttl)}
+	for p, id := range s.byHeader {
+		if _, ok := s.m[id]; !ok {
+			delete(s.byHeader, p)
+		}
+	}
+	x := &session{id: randomString(32), csrf: randomString(32), created: now, expires: now.Add(s.ttl), person: person, header: header}
 	s.m[x.id] = x
 	return x
 }
 
-// get returns a copy of the live session with that ID, or nil.
+// get returns a copy of the live browser session with that ID (from a
+// cookie), or nil.
 func (s *sessionStore) get(id string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	x, ok := s.m[id]
-	if !ok {
+	if !ok || x.header {
 		return nil
 	}
 	if !s.now().Before(x.expires) {
@@ -114,20 +152,34 @@ func (s *sessionStore) delete(id string) {
 	delete(s.m, id)
 }
 
-// login exchanges the login token for a session cookie and redirects to
-// the runs, so that the token leaves the address bar. The token is never
+// login exchanges a login token for a session cookie and redirects to the
+// runs, so that the token leaves the address bar: a person's own token
+// from Options.People, or else the shared login token. The token is never
 // logged or echoed.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("token")
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) != 1 {
-		hint := "Open the login link that the server printed to its standard error when it started; it looks like http://127.0.0.1:PORT/login?token=…"
-		if token != "" {
+	person, ok := "", false
+	switch {
+	case token == "":
+	case d.people != nil:
+		person, ok = d.people.lookup(token)
+	default:
+		ok = subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) == 1
+	}
+	if !ok {
+		hint := d.signInHint()
+		if token != "" && d.people != nil {
+			hint = "That token is not in the dashboard's people file. " + hint
+		} else if token != "" {
 			hint = "That login link is not valid (the server may have restarted with a new one). " + hint
 		}
 		d.renderError(w, r, http.StatusUnauthorized, "Sign in to the dashboard", hint)
 		return
 	}
-	s := d.sessions.create()
+	s := d.sessions.create(person)
+	if person != "" {
+		d.opts.Logger.Info("dashboard: signed in", "person", person)
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName,
 		Value:    s.id,
@@ -141,7 +193,22 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// logout ends the session.
+// signInHint says how to sign in, for the 401 pages.
+func (d *Dashboard) signInHint() string {
+	var hint string
+	if d.people != nil {
+		hint = "Open /login?token=YOUR_TOKEN on this dashboard, with the token the operator gave you (your line of the dashboard's people file)."
+	} else {
+		hint = "Open the login link that the server printed to its standard error when it started; it looks like http://127.0.0.1:PORT/login?token=…"
+	}
+	if d.header.name != "" {
+		hint += " Behind your organisation's sign-in proxy, open the dashboard through the proxy."
+	}
+	return hint
+}
+
+// logout ends the session. A person named by the trusted header is still
+// named by it on their next request: they sign out at their proxy.
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 	d.sessions.delete(sessionOf(r).id)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
@@ -161,16 +228,20 @@ func sessionOf(r *http.Request) *session {
 
 // requireSession lets a request through only with a live session, and a
 // POST only with the session's CSRF token and from the dashboard's own
-// origin.
+// origin. A request the trusted header names (from loopback) uses that
+// person's session, whatever cookie it carries; any other uses its
+// cookie's.
 func (d *Dashboard) requireSession(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var s *session
-		if c, err := r.Cookie(cookieName); err == nil {
+		if name := d.header.person(r); name != "" {
+			s = d.sessions.forHeader(name)
+		} else if c, err := r.Cookie(cookieName); err == nil {
 			s = d.sessions.get(c.Value)
 		}
 		if s == nil {
 			d.renderError(w, r, http.StatusUnauthorized, "Sign in to the dashboard",
-				"Your session has ended or you have not signed in. Open the login link that the server printed to its standard error when it started; it looks like http://127.0.0.1:PORT/login?token=…")
+				"Your session has ended or you have not signed in. "+d.signInHint())
 			return
 		}
 		if r.Method == http.MethodPost {

@@ -49,6 +49,7 @@ type diffRow struct {
 type runView struct {
 	ID, Label, Status  string
 	Created, Updated   *stamp // Updated: the run's or its newest change's last update
+	StartedBy          *actor // who started the run (the lists only; nil: not recorded)
 	UndoneBy           *actor
 	Total              int
 	ByAction, ByStatus []count
@@ -61,6 +62,7 @@ type count struct {
 
 type changeView struct {
 	ID, Action, Status, Summary, Resource, RunID string
+	RunLabel                                     string // the label of its run (the list of changes only)
 	Warnings                                     []string
 	Diff                                         []diffRow
 	Payload, Result, Before, After               string

@@ -20,6 +20,12 @@ type Flags struct {
 	AuthTokenFile string // --auth-token-file: see BearerTokensFromFile
 	AllowRemote   bool   // --allow-remote: listen beyond loopback
 	Dashboard     string // --dashboard: serve the dashboard on this address
+	// DashboardPeople (--dashboard-people FILE): the people who sign in to
+	// the dashboard, each with their own token, from a file of "TOKEN
+	// NAME" lines (see dashboard.PeopleFromFile). With it the dashboard
+	// accepts no shared login token, and records what each person does
+	// as "person:<name>".
+	DashboardPeople string
 	// UserApproval (--user-approval): the user approves every write in the
 	// client, through form elicitation; it sets Options.Approval to
 	// changeset.UserApproval. See docs/approval.md.
@@ -38,7 +44,7 @@ type Flags struct {
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "allowed-hosts": true, "user-approval": true, "durability": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "dashboard-people": true, "allowed-hosts": true, "user-approval": true, "durability": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -71,12 +77,17 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		"the ledger's `durability`: full (every commit waits for the disk) or claims (only the claims of an apply, an undo or a run's undo; a power loss may then lose the latest previews and outcomes, never at-most-once; see docs/reliability.md)")
 	fs.StringVar(&f.Dashboard, "dashboard", "",
 		"also serve the dashboard for people at http://`addr` (loopback unless --allow-remote); its login URL is printed to stderr")
+	fs.StringVar(&f.DashboardPeople, "dashboard-people", "",
+		"with --dashboard: the people who may sign in, a `file` of lines \"TOKEN NAME\" (the token file's format); each opens /login?token=THEIR_TOKEN, no shared login token is accepted, and what each does is recorded as person:NAME")
 }
 
 // Check validates the common flags after parsing.
 func (f *Flags) Check() error {
 	if f.Ledger == "" {
 		return errors.New("--ledger must not be empty")
+	}
+	if f.DashboardPeople != "" && f.Dashboard == "" {
+		return errors.New("--dashboard-people only makes sense with --dashboard ADDR, the dashboard it signs people in to")
 	}
 	if f.HTTP == "" {
 		if f.AuthTokenFile != "" || f.Stateless || len(f.AllowedHosts) > 0 || (f.AllowRemote && f.Dashboard == "") {

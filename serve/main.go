@@ -61,7 +61,9 @@ type Program struct {
 //     identity becomes the scope and the principal of its changes;
 //     --stateless keeps no sessions, for replicas behind a load balancer;
 //   - with --dashboard ADDR, the dashboard for people beside it, its login
-//     URL printed once to standard error;
+//     URL printed once to standard error; with --dashboard-people FILE,
+//     each person signs in with their own token from FILE instead, and
+//     no shared login token exists;
 //   - with --user-approval, the user approves every write in the client
 //     (changeset.UserApproval) instead of the agent presenting a token.
 //
@@ -123,13 +125,18 @@ func usageError(name string, err error) {
 func run(p Program, f Flags) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	verifier := p.Verifier
+	var tokens *Tokens
 	if f.HTTP != "" && f.AuthTokenFile != "" {
-		tokens, err := BearerTokensFromFile(f.AuthTokenFile, log)
-		if err != nil {
+		var err error
+		if tokens, err = BearerTokensFromFile(f.AuthTokenFile, log); err != nil {
 			return fmt.Errorf("--auth-token-file: %w", err)
 		}
 		verifier = tokens.Verify
 		log.Info("bearer tokens loaded", "identities", tokens.Len())
+	}
+	people, err := loadPeople(f, tokens, log)
+	if err != nil {
+		return err
 	}
 	if err := ensureDir(f.Ledger); err != nil {
 		return err
@@ -161,7 +168,7 @@ func run(p Program, f Flags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if f.Dashboard != "" {
-		d, err := dashboard.New(guard, dashboard.Options{Logger: log})
+		d, err := dashboard.New(guard, dashboard.Options{Logger: log, People: people})
 		if err != nil {
 			return err
 		}
@@ -169,8 +176,12 @@ func run(p Program, f Flags) error {
 		if err != nil {
 			return err
 		}
-		// Printed once, to stderr only: the URL holds the login token.
-		fmt.Fprintf(os.Stderr, "%s: dashboard: %s\n", p.Name, login)
+		if people != nil {
+			fmt.Fprintf(os.Stderr, "%s: dashboard: %s?token=… (each person with their own token from --dashboard-people)\n", p.Name, login)
+		} else {
+			// Printed once, to stderr only: the URL holds the login token.
+			fmt.Fprintf(os.Stderr, "%s: dashboard: %s\n", p.Name, login)
+		}
 	}
 	if f.HTTP == "" {
 		stdio := Stdio()

@@ -1,21 +1,17 @@
 package serve
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"runtime"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mcp-changeset/changeset-go/dashboard"
+	"github.com/mcp-changeset/changeset-go/internal/tokenfile"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -24,21 +20,15 @@ import (
 // them with [BearerTokensFromFile] and pass [Tokens.Verify] as the
 // Verifier of [HTTPOptions].
 type Tokens struct {
-	entries []tokenEntry
-}
-
-type tokenEntry struct {
-	digest   [sha256.Size]byte
-	identity string
+	file *tokenfile.File
 }
 
 // neverExpires is the expiration of every TokenInfo: the token file has no
 // expiry, and auth.RequireBearerToken refuses a TokenInfo without one.
 var neverExpires = time.Date(9999, time.December, 31, 0, 0, 0, 0, time.UTC)
 
-// minTokenLen is the length below which BearerTokensFromFile warns that a
-// token is easy to guess.
-const minTokenLen = 16
+// bearerFormat is the token file's format: "TOKEN IDENTITY" lines.
+var bearerFormat = tokenfile.Format{What: "bearer token file", Field: "IDENTITY", Check: checkIdentity}
 
 // BearerTokensFromFile reads a token file: one "TOKEN IDENTITY" pair per
 // line, separated by spaces or tabs, for example
@@ -53,53 +43,18 @@ const minTokenLen = 16
 // a warning for a token shorter than 16 characters and for a file that
 // other users can read (chmod 600 it).
 //
+// The dashboard's people file (--dashboard-people) has the same format:
+// give a person's agent the identity that names the person there, and the
+// dashboard's "My agents' work" finds what that agent did.
+//
 // The file is read once: restart the server to change it, or write a
 // Verifier of your own.
 func BearerTokensFromFile(path string, log *slog.Logger) (*Tokens, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	f, err := os.Open(path)
+	f, err := tokenfile.Read(path, bearerFormat, log)
 	if err != nil {
-		return nil, fmt.Errorf("bearer token file: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the token file can be read by other users; chmod 600 it", "file", path)
-	}
-	t := &Tokens{}
-	seen := map[[sha256.Size]byte]int{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("bearer token file %s, line %d: want \"TOKEN IDENTITY\" (two fields)", path, n)
-		}
-		token, identity := fields[0], fields[1]
-		if err := checkIdentity(identity); err != nil {
-			return nil, fmt.Errorf("bearer token file %s, line %d: %v", path, n, err)
-		}
-		d := sha256.Sum256([]byte(token))
-		if prev, dup := seen[d]; dup {
-			return nil, fmt.Errorf("bearer token file %s, line %d: the same token is on line %d; each token must name one identity", path, n, prev)
-		}
-		seen[d] = n
-		if len(token) < minTokenLen {
-			log.Warn("a bearer token is short and easy to guess; use 32 or more random characters", "file", path, "line", n, "identity", identity)
-		}
-		t.entries = append(t.entries, tokenEntry{digest: d, identity: identity})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("bearer token file %s: %w", path, err)
-	}
-	if len(t.entries) == 0 {
-		return nil, fmt.Errorf("bearer token file %s holds no tokens", path)
-	}
-	return t, nil
+	return &Tokens{file: f}, nil
 }
 
 // checkIdentity accepts printable UTF-8 identities of at most 128 bytes.
@@ -116,22 +71,44 @@ func checkIdentity(id string) error {
 }
 
 // Len is the number of tokens.
-func (t *Tokens) Len() int { return len(t.entries) }
+func (t *Tokens) Len() int { return t.file.Len() }
 
 // Verify is an auth.TokenVerifier: it returns a TokenInfo whose UserID is
 // the token's identity, or auth.ErrInvalidToken. It compares digests in
 // constant time and looks at every entry, so that the time it takes says
 // nothing about which token, or how much of one, matched.
 func (t *Tokens) Verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	d := sha256.Sum256([]byte(token))
-	identity := ""
-	for _, e := range t.entries {
-		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
-			identity = e.identity
-		}
-	}
-	if identity == "" {
+	identity, ok := t.file.Lookup(token)
+	if !ok {
 		return nil, auth.ErrInvalidToken
 	}
 	return &auth.TokenInfo{UserID: identity, Expiration: neverExpires}, nil
+}
+
+// loadPeople reads --dashboard-people, if set, and refuses a people file
+// that shares a token with the bearer token file (tokens, nil without
+// one): an agent holding that token could sign in to the dashboard as the
+// person and undo, or later approve, as them.
+func loadPeople(f Flags, tokens *Tokens, log *slog.Logger) (*dashboard.People, error) {
+	if f.DashboardPeople == "" {
+		return nil, nil
+	}
+	people, err := dashboard.PeopleFromFile(f.DashboardPeople, log)
+	if err != nil {
+		return nil, fmt.Errorf("--dashboard-people: %w", err)
+	}
+	if tokens != nil {
+		// Read again without the name check, which PeopleFromFile made:
+		// the dashboard keeps its digests to itself.
+		again, err := tokenfile.Read(f.DashboardPeople, tokenfile.Format{What: "people file", Field: "NAME"}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--dashboard-people: %w", err)
+		}
+		if line, other, ok := again.Shared(tokens.file); ok {
+			return nil, fmt.Errorf("--dashboard-people: the token on line %d of people file %s is also on line %d of bearer token file %s; "+
+				"give each person a dashboard token their agent does not hold (openssl rand -hex 32)", line, f.DashboardPeople, other, f.AuthTokenFile)
+		}
+	}
+	log.Info("dashboard people loaded", "tokens", people.Len())
+	return people, nil
 }
