@@ -164,6 +164,24 @@ func (tx *Tx) Decide(d Decision) (*Approval, error) {
 	if d.At.IsZero() {
 		d.At = tx.l.now()
 	}
+	// Lock what the approval is for before the approval, in the order a
+	// claim takes them (the change, then its approval), so that a decline
+	// and a claim on PostgreSQL wait for each other instead of
+	// deadlocking. What it is for never changes: an unlocked read tells.
+	target, err := tx.b.GetApproval(tx.ctx, tx.l.b.DB(), d.ApprovalID)
+	if err != nil {
+		return nil, err
+	}
+	var change *Change
+	runID := target.RunID
+	if target.ChangeID != "" {
+		if change, err = tx.Change(target.ChangeID); err != nil {
+			return nil, err
+		}
+		runID = change.RunID
+	} else if _, err := tx.Run(target.RunID); err != nil {
+		return nil, err
+	}
 	a, err := tx.Approval(d.ApprovalID)
 	if err != nil {
 		return nil, err
@@ -196,14 +214,6 @@ func (tx *Tx) Decide(d Decision) (*Approval, error) {
 	}
 	if err := tx.b.UpdateApproval(tx.ctx, tx.tx, &next, ApprovalWaiting); err != nil {
 		return nil, err
-	}
-	runID := next.RunID
-	var change *Change
-	if next.ChangeID != "" {
-		if change, err = tx.Change(next.ChangeID); err != nil {
-			return nil, err
-		}
-		runID = change.RunID
 	}
 	note := string(d.Verdict)
 	if d.Note != "" {
@@ -379,6 +389,17 @@ func (l *Ledger) ExpireApprovals(ctx context.Context) ([]string, error) {
 				if now.Before(a.Deadline) {
 					continue
 				}
+				// The run of a change, read without a lock (it never
+				// changes), so that no change is locked after an
+				// approval, against the order of a claim.
+				runID := a.RunID
+				if a.ChangeID != "" {
+					c, err := tx.b.GetChange(tx.ctx, tx.l.b.DB(), a.ChangeID)
+					if err != nil {
+						return err
+					}
+					runID = c.RunID
+				}
 				if a, err = tx.Approval(a.ID); err != nil {
 					return err
 				}
@@ -389,14 +410,6 @@ func (l *Ledger) ExpireApprovals(ctx context.Context) ([]string, error) {
 				a.Status, a.UpdatedAt = ApprovalExpired, now
 				if err := tx.b.UpdateApproval(tx.ctx, tx.tx, a, from); err != nil {
 					return err
-				}
-				runID := a.RunID
-				if a.ChangeID != "" {
-					c, err := tx.Change(a.ChangeID)
-					if err != nil {
-						return err
-					}
-					runID = c.RunID
 				}
 				if err := tx.appendHistory(approvalEntry(a, from, runID, "", "")); err != nil {
 					return err

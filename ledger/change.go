@@ -15,6 +15,14 @@
 // noun for one row by ID, its plural for the rows a filter selects, the
 // same on [Ledger] and, inside a write transaction, on [Tx].
 //
+// Person approval keeps its state here too: an [Approval] is requested in
+// a preview's transaction ([Tx.RequestApproval]), decided by people
+// ([Ledger.Decide]) and spent in the claim's transaction
+// ([Tx.UseApproval]), each step with its history entry. Events that
+// people should hear of go to an outbox in the transaction of the
+// transition that causes them, for a sender to lease and deliver
+// ([Ledger.LeaseEvents]).
+//
 // The storage itself is a backend, one per database. What a backend
 // implements, and how it registers, is in package ledger/driver; the
 // SQLite backend (package ledger/sqlite) is the default and registers
