@@ -17,7 +17,9 @@ import (
 // The list of changes takes its filters as GET query parameters, so that
 // a filtered list is a link a person can bookmark or send:
 //
-//	q       text in the summary, action or resource (literal, any case)
+//	q       text in the summary, action or resource (literal, any case;
+//	        one or two characters search only the newest changes, see
+//	        ledger.ChangeFilter.Text)
 //	action  one operation, e.g. set_setting
 //	status  one status, e.g. apply_failed
 //	by      who previewed, applied or undid it: agent:alice, person:ana
