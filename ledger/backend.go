@@ -71,7 +71,7 @@ type backend interface {
 	LeaseEvents(ctx context.Context, q querier, f LeaseFilter) ([]*Event, error)
 	FinishEvent(ctx context.Context, q querier, e *Event) error
 	ListEvents(ctx context.Context, q querier, f EventFilter) ([]*Event, error)
-	DeleteEvents(ctx context.Context, q querier, deliveredBefore time.Time, limit int) (int, error)
+	DeleteEvents(ctx context.Context, q querier, deliveredBefore, createdBefore time.Time, limit int) (int, error)
 
 	Check(ctx context.Context) ([]string, error)
 	CheckRoutine(ctx context.Context) ([]string, error)

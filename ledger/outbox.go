@@ -184,16 +184,23 @@ func (l *Ledger) Events(ctx context.Context, f EventFilter) ([]*Event, error) {
 
 // PruneEvents deletes the events delivered before the ledger's clock
 // minus olderThan, in batches of DefaultPruneBatch, and reports how many
-// it deleted. Undelivered events are never deleted: they wait for a
-// sender.
+// it deleted: what a sender calls to keep the outbox small. Undelivered
+// events wait for a sender; [Ledger.Prune] deletes them once they are
+// older than its cut-off, with the changes of that age, so that a ledger
+// without a sender does not keep every event forever.
 func (l *Ledger) PruneEvents(ctx context.Context, olderThan time.Duration) (int, error) {
-	before := l.now().Add(-olderThan)
+	return l.deleteEvents(ctx, l.now().Add(-olderThan), time.Time{})
+}
+
+// deleteEvents deletes the events delivered before deliveredBefore and
+// those created before createdBefore, in batches.
+func (l *Ledger) deleteEvents(ctx context.Context, deliveredBefore, createdBefore time.Time) (int, error) {
 	total := 0
 	for {
 		var n int
 		err := l.WithLazyTx(ctx, func(tx *Tx) error {
 			var err error
-			n, err = tx.b.DeleteEvents(tx.ctx, tx.tx, before, DefaultPruneBatch)
+			n, err = tx.b.DeleteEvents(tx.ctx, tx.tx, deliveredBefore, createdBefore, DefaultPruneBatch)
 			return err
 		})
 		total += n

@@ -182,6 +182,11 @@ func (l *Ledger) Prune(ctx context.Context, opts PruneOptions) (PruneResult, err
 	if res.Runs, err = l.deleteRuns(ctx, res.Runs, opts); err != nil {
 		return res, err
 	}
+	// The outbox's events of that age go too, delivered or not: a
+	// notification older than the cut-off is no longer news.
+	if _, err := l.deleteEvents(ctx, f.UpdatedBefore, f.UpdatedBefore); err != nil {
+		return res, err
+	}
 	if reclaim {
 		if len(res.Changes) > 0 || len(res.Runs) > 0 {
 			if res.Space.Returned, err = space.Reclaim(ctx); err != nil {

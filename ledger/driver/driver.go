@@ -184,9 +184,10 @@ type Backend interface {
 	FinishEvent(ctx context.Context, q Querier, e *ledger.Event) error
 	// ListEvents returns the events that match f, oldest first.
 	ListEvents(ctx context.Context, q Querier, f ledger.EventFilter) ([]*ledger.Event, error)
-	// DeleteEvents deletes up to limit events delivered strictly before
-	// deliveredBefore and reports how many it deleted.
-	DeleteEvents(ctx context.Context, q Querier, deliveredBefore time.Time, limit int) (int, error)
+	// DeleteEvents deletes up to limit events: those delivered strictly
+	// before deliveredBefore, and every event, delivered or not, created
+	// strictly before createdBefore (the zero time: none).
+	DeleteEvents(ctx context.Context, q Querier, deliveredBefore, createdBefore time.Time, limit int) (int, error)
 
 	// Check runs the database's own integrity check and returns one line per
 	// problem it finds (none when the database is sound).

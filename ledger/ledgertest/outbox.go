@@ -16,7 +16,7 @@ func exerciseOutbox(t *testing.T, h Harness) {
 		{"EventsCommitWithTheirTransition", testOutboxWithTransition},
 		{"ALeaseKeepsAnEventFromOthersUntilItEnds", testOutboxLease},
 		{"AFailedAttemptWaitsForItsNextTime", testOutboxFailure},
-		{"PruneDeletesOnlyDeliveredEvents", testOutboxPrune},
+		{"PruneKeepsUndeliveredEventsUntilTheLedgersCutOff", testOutboxPrune},
 		{"TwoHandlesLeasingAtOnceNeverShareAnEvent", testOutboxConcurrentLeases},
 	})
 }
@@ -205,6 +205,27 @@ func testOutboxPrune(t *testing.T, h Harness) {
 	es, _ := l.Events(ctx, ledger.EventFilter{})
 	if fmt.Sprint(eventIDs(es)) != fmt.Sprint(ids[1:]) {
 		t.Errorf("left %v, want the undelivered %v", eventIDs(es), ids[1:])
+	}
+
+	// Prune's cut-off takes the events of that age too, delivered or not,
+	// so that a ledger without a sender does not keep them forever; a
+	// newer event stays.
+	var fresh string
+	if err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		e, err := tx.AddEvent(ledger.EventBody{Event: "test.event"}) // at the clock: an hour after the others
+		if e != nil {
+			fresh = e.ID
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 30 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	es, _ = l.Events(ctx, ledger.EventFilter{})
+	if fmt.Sprint(eventIDs(es)) != fmt.Sprint([]string{fresh}) {
+		t.Errorf("after Prune: %v, want only the newer event %s", eventIDs(es), fresh)
 	}
 }
 

@@ -80,11 +80,13 @@ func (b *Backend) ListEvents(ctx context.Context, q driver.Querier, f ledger.Eve
 	return out, b.interpretError(op, err)
 }
 
-// DeleteEvents deletes up to limit events delivered before before.
-func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, before time.Time, limit int) (int, error) {
+// DeleteEvents deletes up to limit events delivered before
+// deliveredBefore, or created before createdBefore.
+func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, deliveredBefore, createdBefore time.Time, limit int) (int, error) {
 	outbox := b.table("ledger_outbox")
 	res, err := q.ExecContext(ctx, `DELETE FROM `+outbox+` WHERE id IN (SELECT id FROM `+outbox+`
-		WHERE delivered_at IS NOT NULL AND delivered_at < $1 LIMIT $2)`, sqlval.CeilMicro(before), limit)
+		WHERE delivered_at IS NOT NULL AND delivered_at < $1 UNION ALL SELECT id FROM `+outbox+` WHERE created_at < $2 LIMIT $3)`,
+		sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit)
 	if err != nil {
 		return 0, b.interpretError("prune the outbox of", err)
 	}

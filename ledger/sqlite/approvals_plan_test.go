@@ -42,7 +42,8 @@ func TestQueryPlans_ApprovalsAndOutboxUseTheirIndexes(t *testing.T) {
 		}},
 		{"an approval's history", "ledger_history_approval", func() (string, []any) { return listHistoryQuery(ledger.HistoryFilter{ApprovalID: "apr_1", Limit: 50}) }},
 		{"a sender's lease", "ledger_outbox_due", func() (string, []any) { return leaseEventsSQL, []any{"r", 2, 1, 1, 10} }},
-		{"pruning delivered events", "ledger_outbox_delivered", func() (string, []any) { return deleteEventsSQL, []any{1, 1000} }},
+		{"pruning delivered events", "ledger_outbox_delivered", func() (string, []any) { return deleteEventsSQL, []any{1, 1, 1000} }},
+		{"pruning events of any state by age", "ledger_outbox_created", func() (string, []any) { return deleteEventsSQL, []any{1, 1, 1000} }},
 	}
 	for _, tc := range cases {
 		query, args := tc.query()

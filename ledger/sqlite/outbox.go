@@ -25,7 +25,7 @@ var (
 	finishEventSQL = `UPDATE ledger_outbox SET next_attempt_at = coalesce(?, next_attempt_at), delivered_at = ?, last_error = ?,
 		lease_owner = '', lease_until = NULL WHERE id = ? AND lease_owner = ? AND delivered_at IS NULL`
 	deleteEventsSQL = `DELETE FROM ledger_outbox WHERE id IN (SELECT id FROM ledger_outbox
-		WHERE delivered_at IS NOT NULL AND delivered_at < ? LIMIT ?)`
+		WHERE delivered_at IS NOT NULL AND delivered_at < ? UNION ALL SELECT id FROM ledger_outbox WHERE created_at < ? LIMIT ?)`
 )
 
 // InsertEvent stores a new event.
@@ -89,9 +89,10 @@ func (b *Backend) ListEvents(ctx context.Context, q driver.Querier, f ledger.Eve
 	return out, b.interpretError(op, err)
 }
 
-// DeleteEvents deletes up to limit events delivered before before.
-func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, before time.Time, limit int) (int, error) {
-	res, err := q.ExecContext(ctx, deleteEventsSQL, sqlval.CeilMicro(before), limit)
+// DeleteEvents deletes up to limit events delivered before
+// deliveredBefore, or created before createdBefore.
+func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, deliveredBefore, createdBefore time.Time, limit int) (int, error) {
+	res, err := q.ExecContext(ctx, deleteEventsSQL, sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit)
 	if err != nil {
 		return 0, b.interpretError("prune the outbox of", err)
 	}
