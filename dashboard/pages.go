@@ -25,7 +25,7 @@ var assetFS embed.FS
 
 // pageNames are the templates in templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "error"}
+var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "approvals", "approval", "error"}
 
 // moreItems is the data of the "more" template: a section of N entries
 // shows Shown of them.
@@ -65,7 +65,7 @@ func assetServer() http.Handler {
 // page is what every template receives.
 type page struct {
 	Title    string
-	Nav      string // the highlighted section: "runs" or "changes"
+	Nav      string // the highlighted section: "runs", "changes" or "approvals"
 	SignedIn bool
 	// Person is who acts, as the ledger records it ("person:ana"); Name
 	// is their name alone. ViaProxy says the trusted header named them,
@@ -79,7 +79,11 @@ type page struct {
 	Flash    string // a success message
 	Problem  string // a refusal or failure, shown prominently
 	Writes   bool   // whether undo may write now
-	Data     any
+	// Waiting counts the approvals waiting for people, for the
+	// navigation; WaitingMore says there are more than it.
+	Waiting     int
+	WaitingMore bool
+	Data        any
 }
 
 // render writes a page with status code. Rendering into a buffer first
@@ -93,6 +97,9 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, nam
 		}
 		if p.Flash == "" {
 			p.Flash = d.sessions.takeFlash(s.id)
+		}
+		if p.Waiting = d.waiting(r.Context()); p.Waiting > maxWaitingCount {
+			p.Waiting, p.WaitingMore = maxWaitingCount, true
 		}
 	}
 	p.Writes = d.guard.WritesEnabled()
