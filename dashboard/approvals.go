@@ -165,7 +165,7 @@ func (d *Dashboard) renderApproval(w http.ResponseWriter, r *http.Request, code 
 	}
 	name, named := d.identify(r)
 	me := changeset.Person(name)
-	data := approvalData{Approval: av, Shared: !named, NoteMax: ledger.MaxApprovalNote, Note: note}
+	data := approvalData{Approval: av, Shared: !named, NoteMax: ledger.MaxApprovalNote, Note: visible(note)}
 	v := d.viewer()
 	for _, dec := range decisions {
 		dv := decisionView{Person: parseActor(dec.Person), Verdict: pastTense(dec.Verdict), Note: visible(dec.Note), At: v.stamp(dec.At)}

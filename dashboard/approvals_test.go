@@ -193,6 +193,19 @@ func TestApprovals_TwoPeopleAndOnePersonTwice(t *testing.T) {
 		t.Errorf("the approval's history is made by %v, want %v", by, want)
 	}
 	mustContain(t, "the decisions", bob.get("/approvals/"+id).Body, "person:ana", "person:bob", "Approved by person:bob (2 of 2)")
+	// The agent uses it: the page and the change's timeline say so.
+	err := f.guard.Ledger().WithTx(t.Context(), func(tx *ledger.Tx) error {
+		_, err := tx.UseApproval(id, ledger.ApprovalUse{Kind: ledger.ApproveApply, ChangeID: s.pending, By: "agent:claude"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "the used approval", bob.get("/approvals/"+id).Body, `<span class="badge st-used">used</span>`, "<dt>Used</dt>")
+	mustContain(t, "the change page", bob.get("/changes/"+s.pending).Body, "Approved; more people must approve", "Approval used")
+	if res := bob.post("/approvals/"+id+"/decline", nil); res.Code != http.StatusConflict || !strings.Contains(res.Body, "This approval was used already, by agent:claude.") {
+		t.Errorf("declining a used approval = %d", res.Code)
+	}
 }
 
 // A decline ends the change as declined, recorded as the person, with
@@ -324,6 +337,9 @@ func TestApprovals_BadNotesAreRefused(t *testing.T) {
 			t.Fatalf("a bad note = %d, want 400", res.Code)
 		}
 		mustContain(t, "the refusal", res.Body, want, "Nothing was changed.")
+		if kept := visibleNote(note); !strings.Contains(res.Body, `maxlength="2000">`+kept+`</textarea>`) {
+			t.Errorf("the refused note %.20q… is not kept in the form", note)
+		}
 	}
 	if f.approvalState(id) != before {
 		t.Error("a refused note changed the approval")
@@ -338,29 +354,45 @@ func TestApprovals_BadNotesAreRefused(t *testing.T) {
 	}
 }
 
+// visibleNote is a note as the form shows it again: control characters
+// made visible (and the plus sign escaped by html/template).
+func visibleNote(note string) string { return strings.ReplaceAll(note, "\x07", "⟨U&#43;0007⟩") }
+
 // The list pages newest first with a cursor: no approval is on two pages
-// or on none.
+// or on none. The navigation counts up to 99, then says "99+".
 func TestApprovals_ListPagesWithACursor(t *testing.T) {
 	f := newPeopleFixture(t, func(o *changeset.Options, _ *dashboard.Options) { o.TTL = time.Hour })
 	var want []string
-	for i := range 23 {
-		id := f.preview("", "set_value", fmt.Sprintf("key%02d", i), "v")
+	for i := range 101 {
+		id := f.preview("", "set_value", fmt.Sprintf("key%03d", i), "v")
+		f.clock.Advance(-50 * time.Second) // keep the first previews' tokens live
 		want = append([]string{f.requestApproval(ledger.ApproveApply, id, "", 1)}, want...)
 	}
 	ana := f.web(f.serve())
 	ana.login(anaToken)
-	first := ana.get("/approvals")
-	got := approvalLinks(first.Body)
-	if len(got) != 20 {
-		t.Fatalf("the first page shows %d approvals, want 20", len(got))
+	var got []string
+	path := "/approvals"
+	for pages := 1; ; pages++ {
+		res := ana.get(path)
+		ids := approvalLinks(res.Body)
+		got = append(got, ids...)
+		if pages == 1 {
+			mustContain(t, "the first page", res.Body, `<span class="count">99+</span>`)
+		} else {
+			mustContain(t, "a later page", res.Body, `<a href="/approvals">← Newest</a>`)
+		}
+		next := regexp.MustCompile(`<a href="(/approvals\?before=apr_[0-9a-f]{20})" rel="next">Older →</a>`).FindStringSubmatch(res.Body)
+		if next == nil {
+			break
+		}
+		if len(ids) != 20 || pages > 10 {
+			t.Fatalf("page %d shows %d approvals and links to another, want 20", pages, len(ids))
+		}
+		path = next[1]
 	}
-	mustContain(t, "the first page", first.Body, `<a href="/approvals?before=`+got[19]+`" rel="next">Older →</a>`, `<span class="count">23</span>`)
-	second := ana.get("/approvals?before=" + got[19])
-	got = append(got, approvalLinks(second.Body)...)
 	if !slices.Equal(got, want) {
-		t.Errorf("the pages list %v, want %v", got, want)
+		t.Errorf("the pages list %d approvals %v, want %d %v", len(got), got, len(want), want)
 	}
-	mustContain(t, "the second page", second.Body, `<a href="/approvals">← Newest</a>`)
 	if res := ana.get("/approvals?before=apr_00000000000000000000"); res.Code != http.StatusBadRequest {
 		t.Errorf("a cursor of an unknown approval = %d, want 400", res.Code)
 	}
