@@ -211,7 +211,13 @@ func TestApprove_RecordsThePersonInTheHistory(t *testing.T) {
 	if last := h[len(h)-1]; last.By != "person:alice" || last.To != "approved" || last.Note != "approve: fine by me" {
 		t.Fatalf("the history's last entry of the approval is %+v", last)
 	}
-	want(t, runL(t, path, "log", "--by", "person:alice"), exitOK, ids["apply_change"])
+	want(t, runL(t, path, "log", "--by", "person:alice"), exitOK, ids["apply_change"], "approval:waiting", "approval:approved", "approve: fine by me")
+	r := runL(t, path, "log", "--approval", ids["apply"], "--json")
+	want(t, r, exitOK, `"approval_id":"`+ids["apply"]+`"`, `"to":"approved","by":"person:alice"`)
+	if n := strings.Count(r.stdout, "\n"); n != 2 {
+		t.Errorf("log --approval prints %d entries, want the request and the decision:\n%s", n, r.stdout)
+	}
+	want(t, runL(t, path, "show", ids["apply_change"]), exitOK, "approval:approved", "person:alice")
 	// It no longer waits.
 	if slices.Contains(approvalIDs(approvalsJSON(t, path)), ids["apply"]) {
 		t.Error("an approved approval is still listed as waiting")
