@@ -373,3 +373,26 @@ func (d *Dashboard) waiting(ctx context.Context) int {
 	}
 	return n
 }
+
+// waitingFor returns the approvals of change id that wait for people, for
+// the change's page: each with what it is for, but not the change again.
+func (d *Dashboard) waitingFor(ctx context.Context, id string) ([]approvalView, error) {
+	rows, err := d.guard.Ledger().Approvals(ctx, ledger.ApprovalFilter{ChangeID: id, Statuses: []ledger.ApprovalStatus{ledger.ApprovalWaiting}})
+	if err != nil {
+		return nil, err
+	}
+	v := d.viewer()
+	var out []approvalView
+	for _, a := range rows {
+		if a.StatusAt(v.now) != ledger.ApprovalWaiting {
+			continue
+		}
+		what := "Apply"
+		if a.Kind == ledger.ApproveUndo {
+			what = "Undo"
+		}
+		out = append(out, approvalView{ID: a.ID, Kind: string(a.Kind), What: what, Needed: a.Needed, Approvals: a.Approvals,
+			RequestedBy: parseActor(a.RequestedBy), Deadline: v.stamp(a.Deadline)})
+	}
+	return out, nil
+}

@@ -88,6 +88,8 @@ func TestApprovals_APersonApprovesWithCSRFRecordedAsThem(t *testing.T) {
 	mustContain(t, "the list", list.Body, "Apply set_value: Set theme to &#34;solarized&#34;", "Undo set_value: Set volume to &#34;11&#34;",
 		`<div class="field" role="rowheader">theme</div>`, "solarized", "0 of 1 approved", "asked by", "agent:claude", "Review and decide")
 
+	mustContain(t, "the change page", ana.get("/changes/"+s.pending).Body, "Apply waits for approval", "0 of 1 approved so far",
+		`<a class="button primary" href="/approvals/`+id+`">Review and decide</a>`)
 	page := ana.get("/approvals/" + id)
 	mustContain(t, "the approval page", page.Body, `action="/approvals/`+id+`/approve"`, `formaction="/approvals/`+id+`/decline"`,
 		`<textarea id="note" name="note"`, "Nobody has decided yet.", "recorded", "<code>person:ana</code>")
@@ -113,8 +115,12 @@ func TestApprovals_APersonApprovesWithCSRFRecordedAsThem(t *testing.T) {
 		t.Errorf("after the approval the list shows %v, want only %s", got, older)
 	}
 	mustContain(t, "the navigation after", list.Body, `Approvals <span class="count">1</span>`)
-	// The change's timeline says who approved it.
-	mustContain(t, "the change page", ana.get("/changes/"+s.pending).Body, "Approval requested (apply)", "Approved", "person:ana")
+	// The change's timeline says who approved it, and nothing waits.
+	changePage := ana.get("/changes/" + s.pending).Body
+	mustContain(t, "the change page", changePage, "Approval requested (apply)", "Approved", "person:ana")
+	if strings.Contains(changePage, "waits for approval") {
+		t.Error("the change page says an approved change waits for approval")
+	}
 }
 
 // A POST without the session's CSRF token, or with another's, is refused
@@ -233,7 +239,7 @@ func TestApprovals_DeclineEndsTheChange(t *testing.T) {
 	if a.Status != ledger.ApprovalDeclined || a.DecidedBy != "person:bob" || h[len(h)-1].Note != "decline: not on a Friday" {
 		t.Errorf("after the decline: %+v, last entry %+v", a, h[len(h)-1])
 	}
-	mustContain(t, "the change page", bob.get("/changes/"+s.pending).Body, "Declined by a person; never applied")
+	mustContain(t, "the change page", bob.get("/changes/"+s.pending).Body, "Declined; never applied")
 }
 
 // An approval past its deadline is not listed and cannot be decided.

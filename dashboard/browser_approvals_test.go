@@ -26,6 +26,7 @@ func TestBrowser_APersonApprovesAndDeclinesByKeyboard(t *testing.T) {
 		{"approvals", "/approvals", "article.approval"},
 		{"approval", "/approvals/" + toApprove, "form.decide-form"},
 		{"approval-run-undo", "/approvals/" + runUndo, "form.decide-form"},
+		{"change-waiting", "/changes/" + s.pending, `a.button.primary[href="/approvals/` + toApprove + `"]`},
 	} {
 		b.step(p.name, chromedp.Navigate(b.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 		b.axe(p.name, src)

@@ -169,7 +169,7 @@ func changeWords(from string, to ledger.Status) (kind, text string) {
 	case ledger.UndoFailed:
 		return "failed", "Undo failed"
 	case ledger.Declined:
-		return "failed", "Declined by a person; never applied"
+		return "failed", "Declined; never applied"
 	}
 	return "other", "Moved to " + label(visible(string(to)))
 }

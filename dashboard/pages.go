@@ -410,6 +410,8 @@ type changeData struct {
 	Change   changeView
 	RunLabel string
 	Timeline timelineView
+	// Waiting are the change's approvals that wait for people.
+	Waiting []approvalView
 }
 
 func (d *Dashboard) changePage(w http.ResponseWriter, r *http.Request) {
@@ -428,6 +430,10 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 		return
 	}
 	data.Timeline = tl
+	if data.Waiting, err = d.waitingFor(r.Context(), c.ID); err != nil {
+		d.internalError(w, r, err)
+		return
+	}
 	if c.RunID != "" {
 		if run, err := d.guard.Ledger().Run(r.Context(), c.RunID); err == nil {
 			data.RunLabel = visible(run.Label)
