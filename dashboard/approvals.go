@@ -374,10 +374,12 @@ func (d *Dashboard) waiting(ctx context.Context) int {
 	return n
 }
 
-// waitingFor returns the approvals of change id that wait for people, for
-// the change's page: each with what it is for, but not the change again.
-func (d *Dashboard) waitingFor(ctx context.Context, id string) ([]approvalView, error) {
-	rows, err := d.guard.Ledger().Approvals(ctx, ledger.ApprovalFilter{ChangeID: id, Statuses: []ledger.ApprovalStatus{ledger.ApprovalWaiting}})
+// waitingFor returns the approvals f selects (those of a change, or the
+// run undo approvals of a run) that wait for people, for the change's or
+// the run's page: each with what it is for, but not the change or plan.
+func (d *Dashboard) waitingFor(ctx context.Context, f ledger.ApprovalFilter) ([]approvalView, error) {
+	f.Statuses = []ledger.ApprovalStatus{ledger.ApprovalWaiting}
+	rows, err := d.guard.Ledger().Approvals(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -388,8 +390,11 @@ func (d *Dashboard) waitingFor(ctx context.Context, id string) ([]approvalView, 
 			continue
 		}
 		what := "Apply"
-		if a.Kind == ledger.ApproveUndo {
+		switch a.Kind {
+		case ledger.ApproveUndo:
 			what = "Undo"
+		case ledger.ApproveRunUndo:
+			what = "Undoing this run"
 		}
 		out = append(out, approvalView{ID: a.ID, Kind: string(a.Kind), What: what, Needed: a.Needed, Approvals: a.Approvals,
 			RequestedBy: parseActor(a.RequestedBy), Deadline: v.stamp(a.Deadline)})

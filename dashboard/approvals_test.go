@@ -287,6 +287,7 @@ func TestApprovals_ARunUndoShowsItsPlan(t *testing.T) {
 	before := f.snapshot()
 	ana := f.web(f.serve())
 	ana.login(anaToken)
+	mustContain(t, "the run page", ana.get("/runs/"+s.other).Body, "Undoing this run waits for approval", `href="/approvals/`+id+`">Review and decide</a>`)
 	for _, path := range []string{"/approvals", "/approvals/" + id} {
 		mustContain(t, path, ana.get(path).Body, "Undo the run: Second task", "Will be undone", "Set colour to &#34;blue&#34;")
 	}

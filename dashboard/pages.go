@@ -209,6 +209,8 @@ type runData struct {
 	// PageNote says which of the run's changes the page shows, when they
 	// do not fit on one page: "51–100 of 2000".
 	PageNote string
+	// Waiting are the approvals of the run's undo that wait for people.
+	Waiting []approvalView
 }
 
 // runPageSize is how many changes a run's page shows.
@@ -271,6 +273,9 @@ func (d *Dashboard) runData(ctx context.Context, run *ledger.Run, changes []*led
 		return data, err
 	}
 	data.Timeline = tl
+	if data.Waiting, err = d.waitingFor(ctx, ledger.ApprovalFilter{RunID: run.ID}); err != nil {
+		return data, err
+	}
 	if first != nil {
 		data.StartedBy = parseActor(first.By)
 	}
@@ -430,7 +435,7 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 		return
 	}
 	data.Timeline = tl
-	if data.Waiting, err = d.waitingFor(r.Context(), c.ID); err != nil {
+	if data.Waiting, err = d.waitingFor(r.Context(), ledger.ApprovalFilter{ChangeID: c.ID}); err != nil {
 		d.internalError(w, r, err)
 		return
 	}
