@@ -40,6 +40,7 @@ func TestBrowser_AxeAndAKeyboardOnlyUndo(t *testing.T) {
 		{"change", "/changes/" + s.changes[0], "dl.facts"},
 		{"change-refused", "/changes/" + refused, ".banner.failure"},
 		{"change-failed", "/changes/" + s.failed, ".banner.failure"},
+		{"approvals-empty", "/approvals", ".empty"},
 	} {
 		b.step(p.name, chromedp.Navigate(b.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
 		b.axe(p.name, src)

@@ -39,6 +39,13 @@
 // each request with WithPerson. Without any of them, everyone who has the
 // shared login link acts as Options.Person.
 //
+// People approve from the dashboard too. Under person approval an agent's
+// apply, undo or run undo waits for people to approve it: /approvals lists
+// what waits, each with its diff or plan, and a person approves or
+// declines it there (a POST with the session's CSRF token), recorded in the
+// ledger as "person:<name>". With the shared login link that name is
+// Options.Person, and everyone who uses the link counts as that one person.
+//
 // Undo from the dashboard goes through the Guard's trusted path
 // (Guard.UndoRun and Guard.UndoAs) with no agent token, and the ledger
 // records that a person did it: "person:<name>". The dashboard never shows a
@@ -61,6 +68,7 @@ import (
 	"unicode/utf8"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // DefaultSessionTTL is how long a session lasts when Options.SessionTTL is
@@ -262,6 +270,10 @@ func (d *Dashboard) routes() http.Handler {
 	authed("GET /changes", d.changesPage)
 	authed("GET /changes/{id}", d.changePage)
 	authed("POST /changes/{id}/undo", d.undoChange)
+	authed("GET /approvals", d.approvalsPage)
+	authed("GET /approvals/{id}", d.approvalPage)
+	authed("POST /approvals/{id}/approve", d.decide(ledger.Approve))
+	authed("POST /approvals/{id}/decline", d.decide(ledger.Decline))
 	authed("POST /logout", d.logout)
 	authed("/", d.notFound)
 

@@ -121,6 +121,14 @@ func timelineCursor(s string) int64 {
 // action), empty for a run's own entry or on the change's own page.
 func (v viewer) event(e ledger.HistoryEntry, what string) event {
 	ev := event{Seq: e.Seq, When: v.stamp(e.At), ChangeID: e.ChangeID, By: parseActor(e.By), Note: visible(cutNote(e.Note))}
+	if e.ApprovalID != "" {
+		ev.Kind, ev.Text, ev.Note = approvalWords(e)
+		ev.Note = visible(cutNote(ev.Note))
+		if what != "" {
+			ev.Text += ": " + what
+		}
+		return ev
+	}
 	if e.ChangeID == "" {
 		ev.Kind, ev.Text = runWords(e.From, ledger.RunStatus(e.To))
 		return ev
@@ -160,6 +168,8 @@ func changeWords(from string, to ledger.Status) (kind, text string) {
 		return "undone", "Undone"
 	case ledger.UndoFailed:
 		return "failed", "Undo failed"
+	case ledger.Declined:
+		return "failed", "Declined; never applied"
 	}
 	return "other", "Moved to " + label(visible(string(to)))
 }
@@ -185,6 +195,29 @@ func failureWords(to ledger.Status, f ledger.Failure) (kind, text string, ok boo
 		return "failed", verb + " interrupted; reconciled by an operator", true
 	}
 	return "", "", false
+}
+
+// approvalWords says what an approval's entry means: its request (the
+// note is the kind), a person's decision (the note is "approve" or
+// "decline", then ": " and their note), its use or its expiry. It returns
+// the note to show: the person's own, if any.
+func approvalWords(e ledger.HistoryEntry) (kind, text, note string) {
+	verdict, own, _ := strings.Cut(e.Note, ": ")
+	switch to := ledger.ApprovalStatus(e.To); {
+	case e.From == "":
+		return "previewed", "Approval requested (" + label(visible(e.Note)) + ")", ""
+	case to == ledger.ApprovalWaiting && verdict == string(ledger.Approve):
+		return "claimed", "Approved; more people must approve", own
+	case to == ledger.ApprovalApproved:
+		return "applied", "Approved", own
+	case to == ledger.ApprovalDeclined:
+		return "failed", "Declined", own
+	case to == ledger.ApprovalUsed:
+		return "claimed", "Approval used", ""
+	case to == ledger.ApprovalExpired:
+		return "expired", "Approval expired, undecided or unused", ""
+	}
+	return "other", "Approval moved to " + label(visible(e.To)), e.Note
 }
 
 // runWords says what a run's move to to means.

@@ -25,7 +25,7 @@ var assetFS embed.FS
 
 // pageNames are the templates in templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "error"}
+var pageNames = []string{"runs", "run", "dryrun", "changes", "change", "approvals", "approval", "error"}
 
 // moreItems is the data of the "more" template: a section of N entries
 // shows Shown of them.
@@ -65,7 +65,7 @@ func assetServer() http.Handler {
 // page is what every template receives.
 type page struct {
 	Title    string
-	Nav      string // the highlighted section: "runs" or "changes"
+	Nav      string // the highlighted section: "runs", "changes" or "approvals"
 	SignedIn bool
 	// Person is who acts, as the ledger records it ("person:ana"); Name
 	// is their name alone. ViaProxy says the trusted header named them,
@@ -79,7 +79,11 @@ type page struct {
 	Flash    string // a success message
 	Problem  string // a refusal or failure, shown prominently
 	Writes   bool   // whether undo may write now
-	Data     any
+	// Waiting counts the approvals waiting for people, for the
+	// navigation; WaitingMore says there are more than it.
+	Waiting     int
+	WaitingMore bool
+	Data        any
 }
 
 // render writes a page with status code. Rendering into a buffer first
@@ -93,6 +97,9 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, nam
 		}
 		if p.Flash == "" {
 			p.Flash = d.sessions.takeFlash(s.id)
+		}
+		if p.Waiting = d.waiting(r.Context()); p.Waiting > maxWaitingCount {
+			p.Waiting, p.WaitingMore = maxWaitingCount, true
 		}
 	}
 	p.Writes = d.guard.WritesEnabled()
@@ -202,6 +209,8 @@ type runData struct {
 	// PageNote says which of the run's changes the page shows, when they
 	// do not fit on one page: "51–100 of 2000".
 	PageNote string
+	// Waiting are the approvals of the run's undo that wait for people.
+	Waiting []approvalView
 }
 
 // runPageSize is how many changes a run's page shows.
@@ -264,6 +273,9 @@ func (d *Dashboard) runData(ctx context.Context, run *ledger.Run, changes []*led
 		return data, err
 	}
 	data.Timeline = tl
+	if data.Waiting, err = d.waitingFor(ctx, ledger.ApprovalFilter{RunID: run.ID}); err != nil {
+		return data, err
+	}
 	if first != nil {
 		data.StartedBy = parseActor(first.By)
 	}
@@ -403,6 +415,8 @@ type changeData struct {
 	Change   changeView
 	RunLabel string
 	Timeline timelineView
+	// Waiting are the change's approvals that wait for people.
+	Waiting []approvalView
 }
 
 func (d *Dashboard) changePage(w http.ResponseWriter, r *http.Request) {
@@ -421,6 +435,10 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 		return
 	}
 	data.Timeline = tl
+	if data.Waiting, err = d.waitingFor(r.Context(), ledger.ApprovalFilter{ChangeID: c.ID}); err != nil {
+		d.internalError(w, r, err)
+		return
+	}
 	if c.RunID != "" {
 		if run, err := d.guard.Ledger().Run(r.Context(), c.RunID); err == nil {
 			data.RunLabel = visible(run.Label)

@@ -73,6 +73,18 @@ func TestScale_ARunOf2000ChangesGivesSmallFastPages(t *testing.T) {
 		t.Error("the changes list has no Older link")
 	}
 	measure("GET /changes/{id}", get("/changes/"+ids[n/2]), http.StatusOK)
+
+	// An approval of the run's undo, as the agent's dry run asks for it
+	// under person approval: its pages show the plan of 2,000 changes.
+	if tok, _ := f.callTool("undo_run", map[string]any{"run_id": run})["confirmation_token"].(string); tok == "" {
+		t.Fatal("the agent's dry run of the big run minted no token")
+	} else {
+		f.tokens = append(f.tokens, tok)
+	}
+	apr := f.requestApproval(ledger.ApproveRunUndo, "", run, 1)
+	approvals := measure("GET /approvals", get("/approvals"), http.StatusOK)
+	mustContain(t, "approvals page", approvals.Body, `Will be undone <span class="n">1980</span>`, "and 1880 more, not listed here")
+	measure("GET /approvals/{id}", get("/approvals/"+apr), http.StatusOK)
 	// The undo re-checks every step right before its inverse, in the
 	// step's own transaction (its state and the changes that depend on
 	// it): about 1.5 s for 2,000 changes here, over a minute under the race

@@ -110,7 +110,7 @@ func TestCompletion_ListsWhatTheCommandsTake(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"list", "show", "runs", "log", "reconcile", "prune", "expire", "check", "version", "completion", "help"} {
+	for _, want := range []string{"list", "show", "runs", "log", "reconcile", "prune", "expire", "check", "approvals", "approve", "decline", "version", "completion", "help"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("completion lacks the command %s (has %v)", want, names)
 		}
@@ -123,6 +123,7 @@ func TestCompletion_ListsWhatTheCommandsTake(t *testing.T) {
 	}
 	for cmd, want := range map[string][]string{
 		"list": {"action", "by", "json", "ledger", "limit", "run", "since", "status"}, "runs": {"json", "ledger", "limit", "since"},
+		"approvals": {"json", "ledger", "limit"}, "approve": {"as", "ledger", "note", "yes"}, "decline": {"as", "ledger", "note", "yes"},
 		"prune": {"include-applied", "json", "keep", "ledger", "older-than", "older-than-days", "vacuum", "yes"},
 	} {
 		if !slices.Equal(flags[cmd], want) {

@@ -48,6 +48,12 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"prune", "--older-than-days", "30", "--yes"}, exitOK},
 		{[]string{"prune", "--older-than-days", "30"}, exitDryRun}, // nothing left to do
 		{[]string{"prune"}, exitError},
+		{[]string{"approvals"}, exitOK},
+		{[]string{"approvals", "--json"}, exitOK},
+		{[]string{"approvals", "extra"}, exitError},
+		{[]string{"approve", "apr_00000000000000000000", "--as", "alice"}, exitError},
+		{[]string{"decline", "apr_00000000000000000000", "--as", "alice", "--yes"}, exitError},
+		{[]string{"approve"}, exitError},
 		{[]string{"version"}, exitOK},
 		{[]string{"help"}, exitOK},
 		{[]string{"help", "prune"}, exitOK},

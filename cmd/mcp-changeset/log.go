@@ -19,14 +19,15 @@ const defaultLimit = 200
 type LogCommand struct {
 	main *Main
 
-	ledger string
-	since  time.Duration
-	change string
-	run    string
-	by     string
-	after  int64
-	limit  int
-	json   bool
+	ledger   string
+	since    time.Duration
+	change   string
+	run      string
+	approval string
+	by       string
+	after    int64
+	limit    int
+	json     bool
 }
 
 // historyView is one history entry as log prints it. Its JSON field names
@@ -40,11 +41,28 @@ type historyView struct {
 	To       string   `json:"to"`
 	By       string   `json:"by"`
 	Note     string   `json:"note"`
+	// ApprovalID is set on the entries of an approval: From and To are
+	// then the approval's statuses (waiting, approved, declined, expired,
+	// used), not the change's or run's.
+	ApprovalID string `json:"approval_id"`
 }
 
 func viewHistory(e ledger.HistoryEntry) historyView {
 	return historyView{Seq: e.Seq, At: jsonTime(e.At), ChangeID: e.ChangeID, RunID: e.RunID,
-		From: e.From, To: e.To, By: e.By, Note: e.Note}
+		From: e.From, To: e.To, By: e.By, Note: e.Note, ApprovalID: e.ApprovalID}
+}
+
+// statusCell is a status of entry e for a human table: an approval's
+// statuses read "approval:approved", so that they are not taken for the
+// change's; "-" for none.
+func statusCell(e ledger.HistoryEntry, status string) string {
+	if status == "" {
+		return "-"
+	}
+	if e.ApprovalID != "" {
+		return "approval:" + clean(status)
+	}
+	return clean(status)
 }
 
 // Run parses args and prints the entries they select.
@@ -53,6 +71,7 @@ func (c *LogCommand) Run(ctx context.Context, args []string) error {
 	fs.Var(durationFlag{&c.since}, "since", "only entries of the last D (90m, 24h, 7d)")
 	fs.StringVar(&c.change, "change", "", "only the entries of this change")
 	fs.StringVar(&c.run, "run", "", "only the entries of this run and of its changes")
+	fs.StringVar(&c.approval, "approval", "", "only the entries of this approval")
 	fs.StringVar(&c.by, "by", "", "only the entries made by this actor (agent:NAME, person:NAME, operator:NAME)")
 	fs.Int64Var(&c.after, "after", 0, "only the entries after this sequence number (to read on)")
 	fs.IntVar(&c.limit, "limit", defaultLimit, "print at most N entries; 0 for all")
@@ -77,7 +96,7 @@ func (c *LogCommand) Run(ctx context.Context, args []string) error {
 	defer l.Close()
 
 	now := c.main.Now()
-	f := ledger.HistoryFilter{ChangeID: c.change, RunID: c.run, By: c.by, After: c.after}
+	f := ledger.HistoryFilter{ChangeID: c.change, RunID: c.run, ApprovalID: c.approval, By: c.by, After: c.after}
 	if c.since > 0 {
 		f.Since = now.Add(-c.since)
 	}
@@ -110,18 +129,19 @@ func (c *LogCommand) Run(ctx context.Context, args []string) error {
 	t := newTable(c.main.Stdout, "SEQ", "AT", "CHANGE", "RUN", "FROM", "TO", "BY", "NOTE")
 	for _, e := range entries {
 		t.row(strconv.FormatInt(e.Seq, 10), when(e.At, now), orDash(clean(e.ChangeID)), orDash(clean(e.RunID)),
-			orDash(clean(e.From)), clean(e.To), orDash(clean(e.By)), orDash(clean(truncate(e.Note, 60))))
+			statusCell(e, e.From), statusCell(e, e.To), orDash(clean(e.By)), orDash(clean(truncate(e.Note, 60))))
 	}
 	return t.flush()
 }
 
 // Usage returns the help text of log.
 func (c *LogCommand) Usage() string {
-	return `Usage: mcp-changeset log [--since D] [--change ID] [--run ID] [--by WHO] [--after SEQ] [--limit N] [--json]
+	return `Usage: mcp-changeset log [--since D] [--change ID] [--run ID] [--approval ID] [--by WHO] [--after SEQ] [--limit N] [--json]
 
 Print the history of the ledger, oldest first: one line per transition of
 a change or a run (preview, claim, apply, failure, expiry, undo,
-reconcile), with its sequence number, when it happened (local time and
+reconcile) and of an approval (requested, each person's decision, used,
+expired; its statuses read approval:waiting, approval:approved…), with its sequence number, when it happened (local time and
 age), the change and run, the statuses it moved between, who made it and
 a note (the kind of a failure, an operator's note). The ledger writes each
 entry in the same transaction as the transition itself. A run's history
@@ -135,12 +155,14 @@ Options:
 	--since D      only entries of the last D: 90m, 24h, 7d, 1d12h
 	--change ID    only the entries of change ID
 	--run ID       only the entries of run ID and of its changes
+	--approval ID  only the entries of approval ID: who asked, who
+	               approved or declined, its use
 	--by WHO       only the entries made by WHO, exactly as the history
 	               names them: agent:NAME, person:NAME, operator:NAME
 	--after SEQ    only the entries after sequence number SEQ
 	--limit N      print at most N entries (default ` + strconv.Itoa(defaultLimit) + `); 0 prints all
 	--json         print one JSON object per line: seq, at, change_id,
-	               run_id, from, to, by, note
+	               run_id, from, to, by, note, approval_id
 	--ledger L     the ledger (default $` + LedgerEnv + `)
 
 Examples:

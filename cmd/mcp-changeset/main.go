@@ -12,7 +12,7 @@
 // the MCP_CHANGESET_LEDGER environment variable: a SQLite file path, or a
 // postgres:// URL. The command never creates a ledger and never prints a
 // token or a stored digest. Read-only commands open the ledger read-only.
-// Changing commands (reconcile, prune, expire) only report what they would
+// Changing commands (reconcile, prune, expire, approve, decline) only report what they would
 // do unless given --yes.
 //
 // Exit status: 0 on success, 1 on any error (including a usage error, a
@@ -98,6 +98,12 @@ func (m *Main) command(name string) command {
 		return &ExpireCommand{main: m}
 	case "check":
 		return &CheckCommand{main: m}
+	case "approvals":
+		return &ApprovalsCommand{main: m}
+	case "approve":
+		return &DecideCommand{main: m, verdict: ledger.Approve}
+	case "decline":
+		return &DecideCommand{main: m, verdict: ledger.Decline}
 	case "version":
 		return &VersionCommand{main: m}
 	case "completion":
@@ -217,14 +223,17 @@ Commands:
 	expire     mark pending changes past their expiry as expired
 	check      check the ledger's integrity and invariants, and find
 	           changes and runs left in flight
+	approvals  list the approvals waiting for people, newest first
+	approve    approve an agent's apply, undo or run undo, as a person
+	decline    decline an agent's apply, undo or run undo, as a person
 	version    print the version of this program
 	completion print a completion script for bash, zsh or fish
 	help       show the usage of a command
 
 The ledger is a SQLite file path or a postgres:// URL, from --ledger (before
 or after the command) or from $` + LedgerEnv + `. It is never created.
-reconcile, prune and expire only print what they would do unless given
---yes. No command prints a token or a stored digest.
+reconcile, prune, expire, approve and decline only print what they would
+do unless given --yes. No command prints a token or a stored digest.
 
 Exit status: 0 on success; 1 on any error, including a usage error, a
 damaged ledger, and problems or stale changes found by check; 2 when a

@@ -167,7 +167,7 @@ func (c *ShowCommand) print(w io.Writer, ch *ledger.Change, history []ledger.His
 	}
 	h := newTable(w, "  AT", "FROM", "TO", "BY", "NOTE")
 	for _, e := range history {
-		h.row("  "+when(e.At, now), orDash(clean(e.From)), clean(e.To), orDash(clean(e.By)), orDash(clean(truncate(e.Note, 60))))
+		h.row("  "+when(e.At, now), statusCell(e, e.From), statusCell(e, e.To), orDash(clean(e.By)), orDash(clean(truncate(e.Note, 60))))
 	}
 	return h.flush()
 }

@@ -30,6 +30,22 @@ func (t jsonTime) MarshalJSON() ([]byte, error) {
 	return json.Marshal(tt.UTC().Format(time.RFC3339Nano))
 }
 
+// UnmarshalJSON implements json.Unmarshaler: it reads what MarshalJSON
+// writes, so that the views can be read back.
+func (t *jsonTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = jsonTime{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	tt, err := time.Parse(time.RFC3339Nano, s)
+	*t = jsonTime(tt)
+	return err
+}
+
 // changeView is a change as list prints it.
 type changeView struct {
 	ChangeID      string `json:"change_id"`
