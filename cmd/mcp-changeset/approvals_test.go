@@ -326,3 +326,24 @@ func TestPostgres_ApproveAndDecline(t *testing.T) {
 		t.Fatalf("approvals on PostgreSQL lists %v after the decisions, want %v", got, want)
 	}
 }
+
+// expire --yes also moves approvals past their deadline to expired, so
+// that lists of waiting approvals stay short; the others stay as they are.
+func TestExpire_AlsoExpiresApprovalsPastTheirDeadline(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	ids := approvalFixture(t, path)
+	r := runL(t, path, "expire", "--yes")
+	want(t, r, exitOK, "expired 1 approval past its deadline")
+	for role, st := range map[string]ledger.ApprovalStatus{"expired": ledger.ApprovalExpired, "apply": ledger.ApprovalWaiting, "used": ledger.ApprovalUsed, "declined": ledger.ApprovalDeclined} {
+		a, _ := readApproval(t, path, ids[role])
+		if a.Status != st {
+			t.Errorf("%s: approval is %s, want %s", role, a.Status, st)
+		}
+	}
+	r = runL(t, path, "expire", "--yes")
+	want(t, r, exitOK, "expired 0 changes")
+	if strings.Contains(r.stdout, "approval") {
+		t.Errorf("a second expire mentions approvals:\n%s", r.stdout)
+	}
+}

@@ -48,6 +48,16 @@ func (c *ExpireCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintln(out, "  "+clean(id))
 		}
 		notListed(out, rest, "change")
+		// Approvals past their deadline are refused whatever their row
+		// says; moving them to expired keeps the lists of waiting
+		// approvals short.
+		apr, err := l.ExpireApprovals(ctx)
+		if err != nil {
+			return fmt.Errorf("expired %s, then could not expire the approvals past their deadline: %w", plural(len(ids), "change"), err)
+		}
+		if len(apr) > 0 {
+			fmt.Fprintf(out, "expired %s past its deadline\n", plural(len(apr), "approval"))
+		}
 		return nil
 	}
 	ids, err := l.StaleChanges(ctx)
