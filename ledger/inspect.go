@@ -18,8 +18,9 @@ type CheckOptions struct {
 	// pages where every b-tree starts and ends, and the file's identity;
 	// on PostgreSQL, the schema and its constraints), and the invariants
 	// of every change and run with a history entry at or after Since,
-	// and of every change still pending, applying or undoing, each
-	// against its own last history entry.
+	// and of every change still applying or undoing (in flight: its
+	// outcome is not in the history yet), each against its own last
+	// history entry.
 	Full bool
 	// Since is where the routine check's window of history starts; the
 	// zero time means 24 hours before now (the ledger's clock).
@@ -155,7 +156,11 @@ func (l *Ledger) checkRows(ctx context.Context, progress func(string, int, int))
 
 // checkRecent checks the invariants of the rows the routine check reads:
 // every change and run with a history entry at or after since, and every
-// change still pending, applying or undoing. Each is checked against its
+// change still applying or undoing. Pending changes are left to the window:
+// a preview made in it has an entry there, and one older than it is a
+// stale preview that expire moves on (a neglected ledger may hold tens of
+// thousands, which would make the routine check grow with the ledger).
+// Each is checked against its
 // own last history entry, read through the history's index by row. It
 // reads the history since since a page at a time; memory holds the IDs
 // of the rows to check.
@@ -180,7 +185,7 @@ func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func
 		read += len(page)
 		progress("history", read, 0)
 	}
-	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Pending, Applying, Undoing}}) {
+	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Applying, Undoing}}) {
 		if err != nil {
 			return nil, err
 		}

@@ -281,8 +281,8 @@ By default it makes the routine check, whose cost does not grow with the
 ledger: the pages where each of the file's b-trees starts and ends (as
 every command checks when it opens a ledger), the file's identity, and the
 invariants of every change and run with a history entry in the last
---since (default 24h) and of every change still pending, applying or
-undoing. --full reads the whole ledger instead: SQLite's integrity and
+--since (default 24h) and of every change still applying or undoing.
+--full reads the whole ledger instead: SQLite's integrity and
 foreign key checks over every page, then every row and history entry
 (about a minute per GB); run it after a crash or a restore, when another
 command reports a damaged ledger, and now and then (weekly).
