@@ -116,6 +116,12 @@ type ChangeTables struct {
 	Changes string // the changes
 	Deps    string // change_deps
 	Text    string // the full-text index of a dialect with TextIndex
+	// Actors, if set, names a table of (actor, created_at, id), one row
+	// per actor of each change (who previewed, applied or undid it), keyed
+	// in that order: a filter by actor reads its candidates from it (see
+	// ChangeList). Without it, the filter tests the three columns of
+	// changes, which have an index each (PostgreSQL).
+	Actors string
 	// CommonText says that ChangeFilter.Text is in many changes (the
 	// backend asked the full-text index): a page is then found sooner by
 	// reading the list in its order and testing each change's text than
@@ -164,6 +170,11 @@ func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 		w.Cond("id IN (SELECT change_id FROM " + t.Deps + " WHERE " + w.anyOf("resource", f.DependsOnAny) + ")")
 	}
 	if f.By != "" {
+		if t.Actors != "" {
+			w.Cond("id IN (SELECT id FROM " + t.Actors + " WHERE actor = " + w.Arg(f.By) + ")")
+		}
+		// The exact test, which alone decides: the table of actors only
+		// proposes candidates.
 		w.Cond("(previewed_by = " + w.Arg(f.By) + " OR applied_by = " + w.Arg(f.By) + " OR undone_by = " + w.Arg(f.By) + ")")
 	}
 	if paged && f.Before != nil {
@@ -224,7 +235,16 @@ func FTSPhrase(text string) string {
 // page, never the whole table, and never sorts more than a page per
 // branch. Without a limit, the plain clause is as good: every match is
 // read anyway.
+//
+// With ChangeTables.Actors, a page of a filter by actor needs no merge:
+// the actor's range of that table is already in the list's order, each
+// change once, so the page reads it newest first and tests each
+// candidate's row against the rest of the filter (and the exact test of
+// the actor), stopping when the page is full.
 func ChangeList(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom string) (string, []any) {
+	if f.By != "" && t.Actors != "" && f.Limit > 0 {
+		return actorPage(d, f, t, selectFrom)
+	}
 	actors := []string{""}
 	if f.By != "" {
 		actors = []string{"previewed_by", "applied_by", "undone_by"}
@@ -257,6 +277,29 @@ func ChangeList(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom str
 		}
 	}
 	page := strings.Join(branches, " UNION ") + NewestFirst + w.Limit(f.Limit)
+	return selectFrom + " WHERE id IN (SELECT id FROM (" + page + ") AS page)" + NewestFirst, w.Args
+}
+
+// actorPage is the statement of ChangeList for a page of a filter by
+// actor on a dialect with ChangeTables.Actors, and its arguments.
+func actorPage(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom string) (string, []any) {
+	w := NewWhere(d)
+	w.Cond("actor = " + w.Arg(f.By))
+	if f.Before != nil {
+		w.after(f.Before.CreatedAt, f.Before.ID) // the key of the actors' table
+	}
+	// The candidate's row: in the subquery, unqualified names are those of
+	// changes.
+	row := &Where{d: d, Args: w.Args}
+	row.Cond("id = " + t.Actors + ".id")
+	rf := f
+	rf.Before = nil
+	rt := t
+	rt.Actors = ""
+	row.change(rf, rt, true)
+	w.Args = row.Args
+	w.Cond("EXISTS (SELECT 1 FROM " + t.Changes + row.String() + ")")
+	page := "SELECT created_at, id FROM " + t.Actors + w.String() + NewestFirst + w.Limit(f.Limit)
 	return selectFrom + " WHERE id IN (SELECT id FROM (" + page + ") AS page)" + NewestFirst, w.Args
 }
 
