@@ -66,6 +66,8 @@ func TestChangeActors_HoldExactlyTheActorsOfEachChange(t *testing.T) {
 	}{
 		{"applied by the previewer", ledger.Applying, "agent:kim", "", []string{"agent:bob chg_2", "agent:kim chg_1"}},
 		{"applier changed", ledger.Applied, "agent:ann", "", []string{"agent:ann chg_1", "agent:bob chg_2", "agent:kim chg_1"}},
+		{"applier changed again", ledger.ApplyFailed, "agent:joe", "", []string{"agent:bob chg_2", "agent:joe chg_1", "agent:kim chg_1"}},
+		{"applier changed back", ledger.Applied, "agent:ann", "", []string{"agent:ann chg_1", "agent:bob chg_2", "agent:kim chg_1"}},
 		{"undone by the applier", ledger.Undoing, "agent:ann", "agent:ann", []string{"agent:ann chg_1", "agent:bob chg_2", "agent:kim chg_1"}},
 		{"applier cleared, still the undoer", ledger.Undone, "", "agent:ann", []string{"agent:ann chg_1", "agent:bob chg_2", "agent:kim chg_1"}},
 		{"undoer cleared", ledger.UndoFailed, "", "", []string{"agent:bob chg_2", "agent:kim chg_1"}},
