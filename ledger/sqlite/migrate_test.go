@@ -104,7 +104,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 		"change_actors_previewed change_actors_undone change_deps change_deps_resource changes " +
 		"changes_action changes_created changes_deps_insert changes_finished changes_open " +
 		"changes_open_created changes_run_created_id changes_text changes_text_config " +
-		"changes_text_data changes_text_delete changes_text_idx changes_text_insert " +
+		"changes_text_data changes_text_delete changes_text_idx changes_text_insert changes_text_tail " +
 		"changes_text_update ledger_approvals ledger_approvals_change ledger_approvals_open " +
 		"ledger_approvals_run ledger_approvals_waiting ledger_decisions ledger_history " +
 		"ledger_history_approval ledger_history_at ledger_history_change ledger_history_run " +

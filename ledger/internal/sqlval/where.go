@@ -115,7 +115,9 @@ const NewestFirst = " ORDER BY created_at DESC, id DESC"
 type ChangeTables struct {
 	Changes string // the changes
 	Deps    string // change_deps
-	Text    string // the full-text index of a dialect with TextIndex
+	// Text is the full-text index of a dialect with TextIndex; the table
+	// Text+"_tail" holds the greatest rowid it covers.
+	Text string
 	// Actors, if set, names a table of (actor, created_at, id), one row
 	// per actor of each change (who previewed, applied or undid it), keyed
 	// in that order: a filter by actor reads its candidates from it (see
@@ -190,8 +192,10 @@ func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 //   - ledger.MinIndexedText characters or more: an index of trigrams. On
 //     a dialect with TextIndex (SQLite) the condition names the rowids
 //     the FTS5 table finds for the text as a phrase (its trigrams in
-//     sequence, case folded), a superset of the matches, unless the
-//     backend found the text common (ChangeTables.CommonText); on
+//     sequence, case folded), a superset of the matches among the rows
+//     it covers, and the rows after them (Text+"_tail" holds the last
+//     rowid covered; fewer than 128 rows are newer), unless the backend
+//     found the text common (ChangeTables.CommonText); on
 //     PostgreSQL the planner reads the pg_trgm index on LOWER(column)
 //     for the LIKE terms themselves, or not, as its statistics say.
 //   - shorter: no trigram index can narrow it, so the test runs only on
@@ -203,7 +207,8 @@ func (w *Where) text(text string, t ChangeTables) {
 		w.Cond("created_at >= COALESCE((SELECT created_at FROM " + t.Changes + NewestFirst +
 			" LIMIT 1 OFFSET " + w.Arg(ledger.ShortTextWindow-1) + "), " + w.Arg(int64(math.MinInt64)) + ")")
 	case w.d.TextIndex && !t.CommonText:
-		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) + ")")
+		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) +
+			" UNION ALL SELECT rowid FROM " + t.Changes + " WHERE rowid > (SELECT indexed FROM " + t.Text + "_tail))")
 	}
 	pattern := "%" + likeEscape(text) + "%"
 	var ors []string
