@@ -3,8 +3,9 @@
 -- changes_text is a full-text index (FTS5, trigram tokenizer, case folded)
 -- of the summary, action and resource of every change. It keeps no copy of
 -- the text (content='changes': it reads the rows when asked), only the
--- index, and no column sizes (columnsize=0: nothing ranks the matches). A search reads the rowids whose text holds every trigram of the
--- search text in sequence, a superset of the changes that contain it, and
+-- index, and no column sizes (columnsize=0: nothing ranks the matches). A
+-- search reads the rowids whose text holds every trigram of the search
+-- text in sequence, a superset of the changes that contain it, and
 -- the ledger's exact test (LOWER(...) LIKE ... ESCAPE) then decides each
 -- of them: the index only narrows, it never changes which changes match.
 --
