@@ -35,6 +35,7 @@ func exerciseChanges(t *testing.T, h Harness) {
 		{"SearchTextIsLiteralInEveryCaseAndAlphabet", testSearchEdges},
 		{"ShortSearchTextSearchesTheNewestChangesOnly", testSearchShortText},
 		{"MergedPagesMatchThePlainList", testSearchMergedPages},
+		{"FilterByActorFollowsEveryChangeOfAnActor", testSearchActorsFollowUpdates},
 		{"StatusFiltersOfEveryMix", testChangeStatusFilters},
 		{"TallyByActionAndStatus", testChangeTally},
 		{"ListAndCountFilterByScopeAndDependency", testChangeScopeAndCount},

@@ -100,7 +100,7 @@ func commonText(ctx context.Context, q driver.Querier, f ledger.ChangeFilter) (b
 }
 
 // tables are the names ChangeWhere needs.
-var tables = sqlval.ChangeTables{Changes: "changes", Deps: "change_deps", Text: "changes_text"}
+var tables = sqlval.ChangeTables{Changes: "changes", Deps: "change_deps", Text: "changes_text", Actors: "change_actors"}
 
 // countChangesQuery is the statement of CountChanges and its arguments.
 func countChangesQuery(f ledger.ChangeFilter) (string, []any) {

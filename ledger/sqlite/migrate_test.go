@@ -82,8 +82,8 @@ func TestMigrate_ReadOnlyOpenOfAnOlderLedgerIsRefusedUnchanged(t *testing.T) {
 func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	path := oldLedger(t, 2,
 		`INSERT INTO runs (id, label, scope_hash, status, created_at, updated_at) VALUES ('run_old', 'old run', 's', 'open', 1000, 2000)`,
-		`INSERT INTO changes (id, action, status, scope_hash, run_id, payload, summary, error_type, error, created_at, updated_at, redact_fields)
-		 VALUES ('chg_old', 'set', 'apply_failed', 's', 'run_old', '{"k":"v"}', 'old change', 'E', 'boom', 1000, 3000, '["k"]')`,
+		`INSERT INTO changes (id, action, status, scope_hash, run_id, payload, summary, error_type, error, applied_by, created_at, updated_at, redact_fields)
+		 VALUES ('chg_old', 'set', 'apply_failed', 's', 'run_old', '{"k":"v"}', 'old change', 'E', 'boom', 'agent:old', 1000, 3000, '["k"]')`,
 	)
 
 	ctx := context.Background()
@@ -100,13 +100,15 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	var objects string
 	err = b.DB().QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema
 		WHERE type IN ('index', 'trigger', 'table') AND name NOT LIKE 'sqlite_%' ORDER BY name)`).Scan(&objects)
-	want := "change_deps change_deps_resource changes changes_action changes_applied_by changes_created " +
-		"changes_deps_insert changes_finished changes_open changes_open_created changes_previewed_by " +
-		"changes_run_created_id changes_text changes_text_config changes_text_data changes_text_delete " +
-		"changes_text_idx changes_text_insert changes_text_update changes_undone_by ledger_approvals " +
-		"ledger_approvals_change ledger_approvals_open ledger_approvals_run ledger_approvals_waiting " +
-		"ledger_decisions ledger_history ledger_history_approval ledger_history_at ledger_history_change " +
-		"ledger_history_run ledger_outbox ledger_outbox_created ledger_outbox_delivered ledger_outbox_due " +
+	want := "change_actors change_actors_applied change_actors_delete change_actors_insert " +
+		"change_actors_previewed change_actors_undone change_deps change_deps_resource changes " +
+		"changes_action changes_created changes_deps_insert changes_finished changes_open " +
+		"changes_open_created changes_run_created_id changes_text changes_text_config " +
+		"changes_text_data changes_text_delete changes_text_idx changes_text_insert changes_text_tail " +
+		"changes_text_update ledger_approvals ledger_approvals_change ledger_approvals_open " +
+		"ledger_approvals_run ledger_approvals_waiting ledger_decisions ledger_history " +
+		"ledger_history_approval ledger_history_at ledger_history_change ledger_history_run " +
+		"ledger_outbox ledger_outbox_created ledger_outbox_delivered ledger_outbox_due " +
 		"meta runs runs_created runs_session"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
@@ -117,6 +119,10 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 	}
 	if n, err := b.CountChanges(ctx, b.DB(), ledger.ChangeFilter{Text: "old"}); err != nil || n != 1 {
 		t.Errorf("a count after the upgrade = %d (%v), want 1", n, err)
+	}
+	// The table of actors holds the actors the upgrade found (its backfill).
+	if got, err := b.ListChanges(ctx, b.DB(), ledger.ChangeFilter{By: "agent:old", Limit: 10}); err != nil || len(got) != 1 || got[0].ID != "chg_old" {
+		t.Errorf("a page by actor after the upgrade found %v (%v), want chg_old", got, err)
 	}
 	for _, bad := range []string{
 		`UPDATE changes SET failure = 'bogus' WHERE id = 'chg_old'`,

@@ -115,7 +115,15 @@ const NewestFirst = " ORDER BY created_at DESC, id DESC"
 type ChangeTables struct {
 	Changes string // the changes
 	Deps    string // change_deps
-	Text    string // the full-text index of a dialect with TextIndex
+	// Text is the full-text index of a dialect with TextIndex; the table
+	// Text+"_tail" holds the greatest rowid it covers.
+	Text string
+	// Actors, if set, names a table of (actor, created_at, id), one row
+	// per actor of each change (who previewed, applied or undid it), keyed
+	// in that order: a filter by actor reads its candidates from it (see
+	// ChangeList). Without it, the filter tests the three columns of
+	// changes, which have an index each (PostgreSQL).
+	Actors string
 	// CommonText says that ChangeFilter.Text is in many changes (the
 	// backend asked the full-text index): a page is then found sooner by
 	// reading the list in its order and testing each change's text than
@@ -164,6 +172,11 @@ func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 		w.Cond("id IN (SELECT change_id FROM " + t.Deps + " WHERE " + w.anyOf("resource", f.DependsOnAny) + ")")
 	}
 	if f.By != "" {
+		if t.Actors != "" {
+			w.Cond("id IN (SELECT id FROM " + t.Actors + " WHERE actor = " + w.Arg(f.By) + ")")
+		}
+		// The exact test, which alone decides: the table of actors only
+		// proposes candidates.
 		w.Cond("(previewed_by = " + w.Arg(f.By) + " OR applied_by = " + w.Arg(f.By) + " OR undone_by = " + w.Arg(f.By) + ")")
 	}
 	if paged && f.Before != nil {
@@ -179,8 +192,10 @@ func (w *Where) change(f ledger.ChangeFilter, t ChangeTables, paged bool) {
 //   - ledger.MinIndexedText characters or more: an index of trigrams. On
 //     a dialect with TextIndex (SQLite) the condition names the rowids
 //     the FTS5 table finds for the text as a phrase (its trigrams in
-//     sequence, case folded), a superset of the matches, unless the
-//     backend found the text common (ChangeTables.CommonText); on
+//     sequence, case folded), a superset of the matches among the rows
+//     it covers, and the rows after them (Text+"_tail" holds the last
+//     rowid covered; fewer than 128 rows are newer), unless the backend
+//     found the text common (ChangeTables.CommonText); on
 //     PostgreSQL the planner reads the pg_trgm index on LOWER(column)
 //     for the LIKE terms themselves, or not, as its statistics say.
 //   - shorter: no trigram index can narrow it, so the test runs only on
@@ -192,7 +207,8 @@ func (w *Where) text(text string, t ChangeTables) {
 		w.Cond("created_at >= COALESCE((SELECT created_at FROM " + t.Changes + NewestFirst +
 			" LIMIT 1 OFFSET " + w.Arg(ledger.ShortTextWindow-1) + "), " + w.Arg(int64(math.MinInt64)) + ")")
 	case w.d.TextIndex && !t.CommonText:
-		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) + ")")
+		w.Cond("rowid IN (SELECT rowid FROM " + t.Text + " WHERE " + t.Text + " MATCH " + w.Arg(FTSPhrase(text)) +
+			" UNION ALL SELECT rowid FROM " + t.Changes + " WHERE rowid > (SELECT indexed FROM " + t.Text + "_tail))")
 	}
 	pattern := "%" + likeEscape(text) + "%"
 	var ors []string
@@ -224,7 +240,16 @@ func FTSPhrase(text string) string {
 // page, never the whole table, and never sorts more than a page per
 // branch. Without a limit, the plain clause is as good: every match is
 // read anyway.
+//
+// With ChangeTables.Actors, a page of a filter by actor needs no merge:
+// the actor's range of that table is already in the list's order, each
+// change once, so the page reads it newest first and tests each
+// candidate's row against the rest of the filter (and the exact test of
+// the actor), stopping when the page is full.
 func ChangeList(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom string) (string, []any) {
+	if f.By != "" && t.Actors != "" && f.Limit > 0 {
+		return actorPage(d, f, t, selectFrom)
+	}
 	actors := []string{""}
 	if f.By != "" {
 		actors = []string{"previewed_by", "applied_by", "undone_by"}
@@ -257,6 +282,29 @@ func ChangeList(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom str
 		}
 	}
 	page := strings.Join(branches, " UNION ") + NewestFirst + w.Limit(f.Limit)
+	return selectFrom + " WHERE id IN (SELECT id FROM (" + page + ") AS page)" + NewestFirst, w.Args
+}
+
+// actorPage is the statement of ChangeList for a page of a filter by
+// actor on a dialect with ChangeTables.Actors, and its arguments.
+func actorPage(d Dialect, f ledger.ChangeFilter, t ChangeTables, selectFrom string) (string, []any) {
+	w := NewWhere(d)
+	w.Cond("actor = " + w.Arg(f.By))
+	if f.Before != nil {
+		w.after(f.Before.CreatedAt, f.Before.ID) // the key of the actors' table
+	}
+	// The candidate's row: in the subquery, unqualified names are those of
+	// changes.
+	row := &Where{d: d, Args: w.Args}
+	row.Cond("id = " + t.Actors + ".id")
+	rf := f
+	rf.Before = nil
+	rt := t
+	rt.Actors = ""
+	row.change(rf, rt, true)
+	w.Args = row.Args
+	w.Cond("EXISTS (SELECT 1 FROM " + t.Changes + row.String() + ")")
+	page := "SELECT created_at, id FROM " + t.Actors + w.String() + NewestFirst + w.Limit(f.Limit)
 	return selectFrom + " WHERE id IN (SELECT id FROM (" + page + ") AS page)" + NewestFirst, w.Args
 }
 
