@@ -23,6 +23,17 @@ type PreviewResult struct {
 	NextStep          string   `json:"next_step" jsonschema:"what to do next"`
 	RunID             string   `json:"run_id,omitempty" jsonschema:"its run"`
 	Warnings          []string `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
+	// Approval is the people's approval the apply needs, under person
+	// approval: requested with the preview, bound to its payload.
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"a person approves it at its url"`
+}
+
+// ApprovalRef names an approval that people must give before a write (see
+// PersonApproval): the agent gives the user its URL.
+type ApprovalRef struct {
+	ID     string `json:"id" jsonschema:"the approval, apr_..."`
+	URL    string `json:"url,omitempty" jsonschema:"where a person approves; give it to the user"`
+	Needed int    `json:"needed" jsonschema:"how many people must approve"`
 }
 
 // ApplyResult is what a successful apply returns.

@@ -252,3 +252,16 @@ func simplify(s *jsonschema.Schema) {
 func isFalse(s *jsonschema.Schema) bool {
 	return s != nil && s.Not != nil && reflect.ValueOf(*s.Not).IsZero()
 }
+
+// withApproval returns s, an output schema whose result may carry an
+// "approval", without that property when keep is false: only a tool that
+// can return one (under person approval) spends the bytes of its schema
+// in every conversation.
+func withApproval(s *jsonschema.Schema, keep bool) *jsonschema.Schema {
+	if keep {
+		return s
+	}
+	delete(s.Properties, "approval")
+	s.PropertyOrder = slices.DeleteFunc(s.PropertyOrder, func(n string) bool { return n == "approval" })
+	return s
+}
