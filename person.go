@@ -85,7 +85,7 @@ func (g *Guard) approversFor(mode Approval, n int) (int, error) {
 	case mode != 0 && mode != TokenApproval && mode != UserApproval && mode != PersonApproval:
 		return 0, fmt.Errorf("unknown Approval %v", mode)
 	case n < 0 || n > ledger.MaxApprovers:
-		return 0, fmt.Errorf("Approvers %d is outside 0 to %d", n, ledger.MaxApprovers)
+		return 0, fmt.Errorf("the operation's Approvers %d is outside 0 to %d", n, ledger.MaxApprovers)
 	case server == UserApproval && (mode != 0 && mode != UserApproval || n != 0):
 		return 0, errors.New("a server with UserApproval takes no approval override (its tools ask the user in the client)")
 	case server != UserApproval && mode == UserApproval:
@@ -96,7 +96,7 @@ func (g *Guard) approversFor(mode Approval, n int) (int, error) {
 	}
 	switch {
 	case mode != PersonApproval && n != 0:
-		return 0, fmt.Errorf("Approvers %d needs PersonApproval, and the operation's mode is %v", n, mode)
+		return 0, fmt.Errorf("the operation's Approvers %d needs PersonApproval, and its mode is %v", n, mode)
 	case mode != PersonApproval:
 		return 0, nil
 	case n == 0:

@@ -48,7 +48,7 @@ type gate struct {
 // waits up to Options.ApprovalWait for its decision. It returns the
 // approval's ID once approved, and otherwise the refusal the agent reads.
 func (g *Guard) awaitPeople(ctx context.Context, req *mcp.CallToolRequest, gt gate, by string) (string, error) {
-	a, err := g.pipe.LatestApproval(ctx, gt.kind, gt.changeID, gt.runID)
+	a, err := g.pipe.ApprovalFor(ctx, gt.kind, gt.changeID, gt.runID, gt.hash)
 	if err != nil {
 		return "", err
 	}
@@ -191,7 +191,7 @@ func (g *Guard) changeApproval(ctx context.Context, req *mcp.CallToolRequest, cl
 		return "", nil
 	}
 	kind := pipeline.ApprovalKindOf(cl.Kind)
-	if a, err := g.pipe.LatestApproval(ctx, kind, c.ID, ""); err != nil {
+	if a, err := g.pipe.ApprovalFor(ctx, kind, c.ID, "", c.PayloadHash); err != nil {
 		return "", err
 	} else if a != nil && a.BoundHash == c.PayloadHash && a.StatusAt(g.now()) == ledger.ApprovalDeclined {
 		// Said before the claim's checks, which would only see a declined change.

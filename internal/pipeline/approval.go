@@ -99,17 +99,35 @@ func (e *Engine) Link(id string) string {
 	return e.ApprovalLink(id)
 }
 
-// LatestApproval returns the newest approval of kind for change changeID
-// or run runID, nil when there is none.
-func (e *Engine) LatestApproval(ctx context.Context, kind ledger.ApprovalKind, changeID, runID string) (*ledger.Approval, error) {
+// ApprovalFor returns the approval that decides a write of kind to change
+// changeID or run runID whose payload or plan hash is now hash: a live one
+// (waiting, or approved and unused) bound to hash; else a declined one
+// bound to hash; else a live one bound to another hash, which cannot serve
+// (the caller refuses it); else nil, when a new one is to be requested.
+func (e *Engine) ApprovalFor(ctx context.Context, kind ledger.ApprovalKind, changeID, runID string, hash ledger.Digest) (*ledger.Approval, error) {
 	all, err := e.Ledger.Approvals(ctx, ledger.ApprovalFilter{ChangeID: changeID, RunID: runID})
 	if err != nil {
 		return nil, err
 	}
+	now := e.Now()
+	var declined, other *ledger.Approval
 	for _, a := range all {
-		if a.Kind == kind {
+		if a.Kind != kind {
+			continue
+		}
+		s := a.StatusAt(now)
+		live := s == ledger.ApprovalWaiting || s == ledger.ApprovalApproved
+		switch {
+		case live && a.BoundHash == hash:
 			return a, nil
+		case s == ledger.ApprovalDeclined && a.BoundHash == hash && declined == nil:
+			declined = a
+		case live && other == nil:
+			other = a
 		}
 	}
-	return nil, nil
+	if declined != nil {
+		return declined, nil
+	}
+	return other, nil
 }
