@@ -25,11 +25,13 @@ type PreviewResult struct {
 	Warnings          []string `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
 	// Approval is the people's approval the apply needs, under person
 	// approval: requested with the preview, bound to its payload.
-	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"a person approves it at its url"`
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed}: a person approves at url"`
 }
 
 // ApprovalRef names an approval that people must give before a write (see
-// PersonApproval): the agent gives the user its URL.
+// PersonApproval): the agent gives the user its URL. Its output schema is
+// a plain object whose fields the description of the field that holds it
+// names, to keep tools/list small.
 type ApprovalRef struct {
 	ID     string `json:"id" jsonschema:"the approval, apr_..."`
 	URL    string `json:"url,omitempty" jsonschema:"where a person approves; give it to the user"`

@@ -77,6 +77,8 @@ func outputOptions(t reflect.Type) *jsonschema.ForOptions {
 			opts.TypeSchemas[n] = &jsonschema.Schema{Type: "object"}
 		}
 	}
+	// An approval's three fields are named in its field's description.
+	opts.TypeSchemas[reflect.TypeFor[ApprovalRef]()] = &jsonschema.Schema{Type: "object"}
 	return opts
 }
 
