@@ -75,9 +75,15 @@ func TestPerson_ApplyWaitsForAPerson(t *testing.T) {
 			t.Fatalf("Guard.Apply while waiting: %v, want ErrAwaitingApproval", err)
 		}
 
+		if w, err := f.guard.WaitingApprovals(ctx, 0); err != nil || len(w) != 1 || w[0].ID != aid {
+			t.Fatalf("WaitingApprovals before the decision: %v, %v", w, err)
+		}
 		a, err := f.guard.Approve(ctx, aid, "alice", "looks right")
 		if err != nil || a.Status != ledger.ApprovalApproved || a.DecidedBy != "person:alice" {
 			t.Fatalf("Approve: %+v, %v", a, err)
+		}
+		if w, err := f.guard.WaitingApprovals(ctx, 0); err != nil || len(w) != 0 {
+			t.Fatalf("WaitingApprovals after the decision: %v, %v", w, err)
 		}
 		res := mustCall(t, f.session, "apply_change", args)
 		if res["status"] != "applied" || f.store.get("theme") != "dark" {
@@ -275,4 +281,50 @@ func TestPerson_WaitEndsWhenApprovedMeanwhile(t *testing.T) {
 func connectWith(t *testing.T, f *fixture, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	return connectServer(t, f.server, opts, nil)
+}
+
+// Under person approval with a Prefix, every text the agent reads about
+// an approval (instructions, descriptions, next steps, the waiting and
+// declined refusals, the dry run's next step) names the prefixed tools.
+func TestPerson_TextsNameThePrefixedTools(t *testing.T) {
+	f := prefixedServer(t, changeset.Options{Prefix: "crm_", WriteMode: changeset.WriteGuarded,
+		Approval: changeset.PersonApproval, ApprovalWait: time.Millisecond, DashboardURL: dashboardURL})
+	a := &agentTexts{t: t}
+	cs := f.connect(clientOptions{})
+	a.connect(cs)
+	ctx := context.Background()
+	run := a.must(cs, "crm_start_run", map[string]any{"label": "task"})["run_id"].(string)
+	p := a.must(cs, "crm_preview_set", map[string]any{"key": "theme", "value": "dark", "run_id": run})
+	aid, _, _ := approvalOf(t, p)
+	args := map[string]any{"change_id": p["change_id"], "confirmation_token": p["confirmation_token"]}
+	a.call(cs, "crm_apply_change", args)
+	if _, err := f.guard.Approve(ctx, aid, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	applied := a.must(cs, "crm_apply_change", args)
+	undo := map[string]any{"change_id": p["change_id"], "undo_token": applied["undo_token"]}
+	a.call(cs, "crm_undo_change", undo)
+	a.must(cs, "crm_undo_run", map[string]any{"run_id": run})
+	p2 := a.must(cs, "crm_preview_set", map[string]any{"key": "language", "value": "fr"})
+	aid2, _, _ := approvalOf(t, p2)
+	if _, err := f.guard.Decline(ctx, aid2, "bob", "no"); err != nil {
+		t.Fatal(err)
+	}
+	a.call(cs, "crm_apply_change", map[string]any{"change_id": p2["change_id"], "confirmation_token": p2["confirmation_token"]})
+
+	var refusals, people int
+	for _, x := range a.texts {
+		if x.err {
+			refusals++
+		}
+		if strings.Contains(x.text, "person") {
+			people++
+		}
+		if m := unprefixedTool.FindString(x.text); m != "" {
+			t.Errorf("%s names the unprefixed tool %q: %q", x.where, strings.TrimLeft(m, " (\"'"), x.text)
+		}
+	}
+	if refusals < 3 || people < 5 {
+		t.Fatalf("the session met %d refusals and %d texts about people: %+v", refusals, people, a.texts)
+	}
 }
