@@ -137,6 +137,9 @@ func TestPerson_DeclineEndsTheChange(t *testing.T) {
 		if st["status"] != "declined" || f.store.applies.Load() != 0 {
 			t.Fatalf("status %v, %d applies", st["status"], f.store.applies.Load())
 		}
+		if a, _ := st["approval"].(map[string]any); a["id"] != aid || a["status"] != "declined" {
+			t.Fatalf("get_change_status's approval: %v", st["approval"])
+		}
 	})
 }
 

@@ -36,6 +36,9 @@ type ApprovalRef struct {
 	ID     string `json:"id" jsonschema:"the approval, apr_..."`
 	URL    string `json:"url,omitempty" jsonschema:"where a person approves; give it to the user"`
 	Needed int    `json:"needed" jsonschema:"how many people must approve"`
+	// Status is where the approval stands (waiting, approved, declined,
+	// expired, used), in a change's status only.
+	Status string `json:"status,omitempty" jsonschema:"waiting, approved, declined, expired or used"`
 }
 
 // ApplyResult is what a successful apply returns.
@@ -85,6 +88,9 @@ type ChangeStatus struct {
 	// NothingWritten is true when the library knows the failed change
 	// wrote nothing.
 	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"the failure wrote nothing"`
+	// Approval is the change's latest approval by people, under person
+	// approval (get_change_status only).
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed, status}: its latest approval by people"`
 }
 
 // statusOf builds the agent's view of a change, as of now: Undoable only

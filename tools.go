@@ -185,7 +185,7 @@ func (g *Guard) addSharedTools() {
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_change_status"),
 		Description:  g.voice.StatusTool(),
-		OutputSchema: outputSchema[ChangeStatus](),
+		OutputSchema: withApproval(outputSchema[ChangeStatus](), g.opts.Approval == PersonApproval),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, *ChangeStatus, error) {
 		res, err := g.status(ctx, req, in.ChangeID)
