@@ -58,7 +58,13 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token s
 	if err != nil {
 		return nil, err
 	}
-	out, err := g.pipe.Apply(ctx, pipeline.Claim{Kind: pipeline.ApplyClaim, ID: id, Token: token, Auth: auth, Scope: scope, By: by})
+	cl := pipeline.Claim{Kind: pipeline.ApplyClaim, ID: id, Token: token, Auth: auth, Scope: scope, By: by}
+	if auth == pipeline.ByToken { // people may have to approve as well
+		if cl.Approval, err = g.changeApproval(ctx, req, cl); err != nil {
+			return nil, err
+		}
+	}
+	out, err := g.pipe.Apply(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +83,13 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token st
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.pipe.Undo(ctx, pipeline.Claim{Kind: pipeline.UndoClaim, ID: id, Token: token, Auth: auth, Scope: scope, By: by}, nil); err != nil {
+	cl := pipeline.Claim{Kind: pipeline.UndoClaim, ID: id, Token: token, Auth: auth, Scope: scope, By: by}
+	if auth == pipeline.ByToken { // people may have to approve as well
+		if cl.Approval, err = g.changeApproval(ctx, req, cl); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := g.pipe.Undo(ctx, cl, nil); err != nil {
 		return nil, err
 	}
 	return &UndoResult{Status: "undone", ChangeID: id}, nil

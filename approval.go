@@ -14,7 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Approval selects who says yes to a write. See docs/approval.md.
+// Approval selects who says yes to a write. See docs/approval.md. The
+// zero value means "the default": TokenApproval in Options, and the
+// server's mode in an Operation.
 type Approval int
 
 const (
@@ -23,7 +25,7 @@ const (
 	// token, so nothing proves that a person approved the change: the
 	// server's instructions and the client's own confirmation are what
 	// keep a person in the loop.
-	TokenApproval Approval = iota
+	TokenApproval Approval = iota + 1
 	// UserApproval asks the user, through the client, before every
 	// apply_change, undo_change and undo_run with dry_run=false: the tool
 	// returns an input request (a form with one boolean, "approve") whose
@@ -33,17 +35,45 @@ const (
 	// enough on its own. Clients without form elicitation cannot approve
 	// anything; the refusal says so.
 	UserApproval
+	// PersonApproval needs a named person, not the agent and not the
+	// client, to approve every apply, undo and run undo, out of band: in
+	// the dashboard, with the CLI, or through [Guard.Approve] from an
+	// application's own interface. It works with every client. The agent
+	// still needs its tokens, as under TokenApproval: a write needs both
+	// the token and the approval. Each preview (and each undo_run dry run)
+	// requests an approval in the ledger and returns its link
+	// (Options.DashboardURL); apply_change, undo_change and undo_run wait
+	// up to Options.ApprovalWait for the decision and are refused, with
+	// nothing written and no token spent, while it is still open.
+	// Options.Approvers people must approve (two-person rule and more).
+	PersonApproval
 )
 
-// String returns "token" or "user".
+// String returns "token", "user" or "person" ("default" for the zero
+// value).
 func (a Approval) String() string {
 	switch a {
+	case 0:
+		return "default"
 	case TokenApproval:
 		return "token"
 	case UserApproval:
 		return "user"
+	case PersonApproval:
+		return "person"
 	}
 	return fmt.Sprintf("Approval(%d)", int(a))
+}
+
+// ParseApproval reads "token", "user" or "person", as the examples'
+// --approval flag takes them.
+func ParseApproval(s string) (Approval, error) {
+	for _, a := range []Approval{TokenApproval, UserApproval, PersonApproval} {
+		if s == a.String() {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("changeset: unknown approval mode %q (token, user or person)", s)
 }
 
 // approveKey names both the input request and the form's one property.

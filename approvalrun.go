@@ -18,7 +18,7 @@ func (g *Guard) addApprovalUndoRun() {
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("undo_run"),
 		Description:  g.voice.UndoRunTool(),
-		OutputSchema: outputSchema[RunReport](),
+		OutputSchema: withApproval(outputSchema[RunReport](), false),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
 		if in.DryRun == nil || *in.DryRun {
@@ -93,7 +93,7 @@ func (g *Guard) approveUndoRun(ctx context.Context, req *mcp.CallToolRequest, ru
 	if plan.Hash != ledger.Digest(st.Hash) {
 		return nil, nil, refuse(ErrPlanChanged, "", "%s", g.voice.RunPlanChanged(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, "", pipeline.ByUser, approvalActor)
+	stored, err := g.claimRun(ctx, r, plan, "", pipeline.ByUser, approvalActor, pipeline.RunApproval{})
 	if err != nil || stored != nil {
 		return nil, stored, err
 	}

@@ -94,6 +94,14 @@ var (
 	// of the same scope depends on (Proposal.DependsOn) and that stays in
 	// place. Nothing was undone and the undo token was not spent.
 	ErrDependency = errors.New("changeset: depended on")
+	// ErrAwaitingApproval: under person approval, the people who must
+	// approve the write have not all approved yet (see PersonApproval).
+	// Nothing was written and no token was spent; call again later.
+	ErrAwaitingApproval = errors.New("changeset: awaiting approval")
+	// ErrDeclined: under person approval, a person declined the write.
+	// Nothing was written; a declined apply ends its change in the status
+	// declined.
+	ErrDeclined = errors.New("changeset: declined")
 )
 
 // refuse returns a *ChangeError of the given kind about change id (which
@@ -126,6 +134,7 @@ var refusalKinds = []struct {
 	{ErrWritesDisabled, "writes_disabled", pipeline.WritesDisabled}, {ErrQuota, "quota", pipeline.Quota},
 	{ErrRefused, "refused", pipeline.Refused}, {ErrNoChange, "no_change", pipeline.NoChange},
 	{ErrDependency, "dependency", pipeline.Dependency},
+	{ErrAwaitingApproval, "awaiting_approval", pipeline.AwaitingApproval}, {ErrDeclined, "declined", pipeline.Declined},
 }
 
 // kindError is the sentinel of the pipeline's kind k, nil for

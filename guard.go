@@ -37,6 +37,10 @@ type Guard struct {
 
 	mu    sync.RWMutex
 	tools map[string]bool // the names of the tools the Guard registered
+
+	// notifyStop ends the webhook sender of Options.Notify and waits for
+	// it; nil when there is none.
+	notifyStop func()
 }
 
 // New opens the ledger named by opts and returns a Guard for server. It
@@ -54,8 +58,11 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	}
 	g := &Guard{server: server, opts: opts, log: opts.Logger, tools: map[string]bool{}}
 	mode := voice.Token
-	if opts.Approval == UserApproval {
+	switch opts.Approval {
+	case UserApproval:
 		mode = voice.User
+	case PersonApproval:
+		mode = voice.Person
 	}
 	env := opts.WriteModeEnv
 	if opts.WriteMode != "" { // the options fix the mode: no variable turns writes on
@@ -95,8 +102,14 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 		Ledger: g.ledger, Voice: g.voice, Now: g.now, Log: g.log, Sealer: g.sealer, Host: pipeHost{g},
 		TTL: opts.TTL, UndoTTL: opts.UndoTTL, MaxClockSkew: opts.MaxClockSkew,
 		MaxPayloadBytes: opts.MaxPayloadBytes, MaxResultBytes: opts.MaxResultBytes, MaxPendingPerScope: opts.MaxPendingPerScope,
-		SessionRunIdle: opts.SessionRunIdle,
+		SessionRunIdle: opts.SessionRunIdle, ApprovalLink: g.approvalLink,
 	})
+	if opts.Notify != nil {
+		if err := g.startNotify(*opts.Notify); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	if server != nil {
 		server.AddReceivingMiddleware(g.middleware)
 		if !opts.NoSharedTools {
@@ -107,8 +120,10 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	return g, nil
 }
 
-// Close closes the ledger if the Guard opened it.
+// Close stops the webhook sender (Options.Notify), if any, and closes the
+// ledger if the Guard opened it.
 func (g *Guard) Close() error {
+	g.stopNotify()
 	if g.ownsLedger {
 		return g.ledger.Close()
 	}

@@ -58,6 +58,7 @@ type fixture struct {
 	store   *kv
 	clock   *testkit.Clock
 	session *mcp.ClientSession
+	server  *mcp.Server
 }
 
 // newFixture builds a fixture on a SQLite file that the Guard opens itself
@@ -99,7 +100,7 @@ func buildFixture(t *testing.T, base changeset.Options, edit []func(*changeset.O
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { g.Close() })
-	f.guard = g
+	f.guard, f.server = g, server
 	registerTestOps(g, f.store)
 	f.session = connect(t, server)
 	return f
@@ -162,14 +163,20 @@ func registerTestOps(g *changeset.Guard, s *kv) {
 // client session.
 func connect(t *testing.T, server *mcp.Server) *mcp.ClientSession {
 	t.Helper()
+	return connectServer(t, server, nil, nil)
+}
+
+// connectServer is connect with the client's options and session options.
+func connectServer(t *testing.T, server *mcp.Server, opts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatalf("server connect: %v", err)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+	cs, err := client.Connect(ctx, ct, sopts)
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}

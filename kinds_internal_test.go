@@ -12,7 +12,8 @@ import (
 // with a name of its own.
 func TestFailureKind_EveryKindHasItsOwnName(t *testing.T) {
 	kinds := []error{ErrNotFound, ErrInvalidToken, ErrExpired, ErrWrongStatus, ErrRunClosed, ErrBusy,
-		ErrStateChanged, ErrPlanChanged, ErrWritesDisabled, ErrQuota, ErrRefused, ErrNoChange, ErrDependency}
+		ErrStateChanged, ErrPlanChanged, ErrWritesDisabled, ErrQuota, ErrRefused, ErrNoChange, ErrDependency,
+		ErrAwaitingApproval, ErrDeclined}
 	names := map[string]error{}
 	for _, k := range kinds {
 		name := failureKind(refuse(k, "", "refused"))

@@ -84,6 +84,19 @@ type Operation[In, P, R any] struct {
 	// operation whose effect its diff does not show, such as one that only
 	// touches a timestamp or triggers a side effect.
 	AllowEmptyDiff bool
+
+	// Approval overrides the server's approval mode (Options.Approval)
+	// for this operation's changes; zero keeps the server's. On a server
+	// with TokenApproval or PersonApproval an operation may choose either:
+	// PersonApproval for the one operation a person must approve,
+	// TokenApproval for one that needs no person. A server with
+	// UserApproval takes no override. Register panics on one it cannot
+	// serve.
+	Approval Approval
+	// Approvers is how many distinct people must approve each apply and
+	// undo of this operation's changes under PersonApproval; zero keeps
+	// Options.Approvers.
+	Approvers int
 }
 
 // check reports the first programming error in o's definition, or "".

@@ -3,10 +3,12 @@ package changeset
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/ledger"
+	"github.com/mcp-changeset/changeset-go/notify"
 )
 
 // Defaults for Options fields left zero.
@@ -21,6 +23,12 @@ const (
 	DefaultBusyTimeout        = 5 * time.Second
 	DefaultMaxPendingPerScope = 1000
 	DefaultWriteModeEnv       = "MCP_CHANGESET_WRITE_MODE"
+	// DefaultApprovalWait is how long, under PersonApproval, an apply or
+	// undo waits for people to decide before it is refused as waiting.
+	DefaultApprovalWait = 20 * time.Second
+	// MaxApprovalWait bounds Options.ApprovalWait: a tool call that waits
+	// longer outlives most clients' request timeouts.
+	MaxApprovalWait = 5 * time.Minute
 )
 
 // NoExpiry, as Options.UndoTTL, makes undo tokens valid for as long as the
@@ -121,10 +129,34 @@ type Options struct {
 	// one).
 	Durability ledger.Durability
 
-	// Approval selects who approves a write: TokenApproval (the default)
-	// or UserApproval, which asks the user through the client before every
-	// apply and undo. See docs/approval.md.
+	// Approval selects who approves a write: TokenApproval (the default),
+	// UserApproval, which asks the user through the client before every
+	// apply and undo, or PersonApproval, where a named person approves
+	// out of band as well. An Operation may override it (see
+	// Operation.Approval). See docs/approval.md.
 	Approval Approval
+	// ApprovalWait is how long, under PersonApproval, apply_change,
+	// undo_change and undo_run wait for people to decide before they
+	// answer that the write still waits (default DefaultApprovalWait, at
+	// most MaxApprovalWait). Nothing is written and no token is spent
+	// while it waits; the agent calls again later.
+	ApprovalWait time.Duration
+	// Approvers is how many distinct people must approve each write under
+	// PersonApproval (default 1, at most ledger.MaxApprovers): 2 is the
+	// two-person rule. An Operation may ask for another number.
+	Approvers int
+	// DashboardURL is the base of approval links, such as
+	// "https://changes.example.com": the page where people decide approval
+	// apr_… is DashboardURL + "/approvals/apr_…" (the dashboard's route;
+	// an application with its own interface serves that path). The agent
+	// passes the link on to the user, and Notify's events carry it. Empty:
+	// no link; people decide with the CLI or the Go API.
+	DashboardURL string
+	// Notify, when set, delivers the ledger's events (an approval
+	// requested or decided, a change failed, a run undone) to a webhook:
+	// New runs a copy of it in a goroutine until Close. When its Link is
+	// nil, the copy links to DashboardURL's pages.
+	Notify *notify.Webhook
 	// ApprovalKey is the key (ApprovalKeySize bytes) that seals the request
 	// state of UserApproval. When nil, New uses a key kept in the ledger,
 	// created once, so that every server sharing the ledger uses the same
@@ -159,6 +191,13 @@ func (o Options) resolve() (Options, error) {
 	setDuration(&o.BusyTimeout, DefaultBusyTimeout)
 	setDuration(&o.MaxClockSkew, DefaultMaxClockSkew)
 	setDuration(&o.SessionRunIdle, DefaultSessionRunIdle)
+	setDuration(&o.ApprovalWait, DefaultApprovalWait)
+	if o.Approval == 0 {
+		o.Approval = TokenApproval
+	}
+	if o.Approvers == 0 {
+		o.Approvers = 1
+	}
 	if o.MaxPayloadBytes == 0 {
 		o.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
@@ -206,14 +245,28 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("changeset: unknown WriteMode %q (want %q or %q)", o.WriteMode, WriteGuarded, WriteDisabled)
 	case !validToolPrefix(o.Prefix):
 		return o, fmt.Errorf("changeset: Prefix %q may hold only letters, digits, '_', '-' and '.'", o.Prefix)
-	case o.Approval != TokenApproval && o.Approval != UserApproval:
-		return o, fmt.Errorf("changeset: unknown Approval %v (want TokenApproval or UserApproval)", o.Approval)
+	case o.Approval != TokenApproval && o.Approval != UserApproval && o.Approval != PersonApproval:
+		return o, fmt.Errorf("changeset: unknown Approval %v (want TokenApproval, UserApproval or PersonApproval)", o.Approval)
+	case o.ApprovalWait < 0 || o.ApprovalWait > MaxApprovalWait:
+		return o, fmt.Errorf("changeset: ApprovalWait %v is outside 0 to %v", o.ApprovalWait, MaxApprovalWait)
+	case o.Approvers < 1 || o.Approvers > ledger.MaxApprovers:
+		return o, fmt.Errorf("changeset: Approvers %d is outside 1 to %d", o.Approvers, ledger.MaxApprovers)
+	case o.DashboardURL != "" && !validBaseURL(o.DashboardURL):
+		return o, fmt.Errorf("changeset: DashboardURL %q must be an absolute http or https URL without query or fragment", o.DashboardURL)
 	case o.ApprovalKey != nil && len(o.ApprovalKey) != ApprovalKeySize:
 		return o, fmt.Errorf("changeset: ApprovalKey is %d bytes, want %d", len(o.ApprovalKey), ApprovalKeySize)
 	case o.Ledger == nil && o.LedgerPath == "":
 		return o, fmt.Errorf("changeset: set Options.LedgerPath or Options.Ledger")
 	}
 	return o, nil
+}
+
+// validBaseURL reports whether s can be the base of links: an absolute
+// http or https URL with a host and no query or fragment.
+func validBaseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery && u.User == nil
 }
 
 func setDuration(d *time.Duration, def time.Duration) {

@@ -72,11 +72,12 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *pi
 			return nil, err
 		}
 	}
-	c, tok, err := g.pipe.Store(ctx, pipeline.Pending{Op: o, Proposal: p, StateHash: state, Scope: scope, By: by,
+	stored, err := g.pipe.Store(ctx, pipeline.Pending{Op: o, Proposal: p, StateHash: state, Scope: scope, By: by,
 		RunID: runID, SessionKey: sessionKey, Client: clientName(req)})
 	if err != nil {
 		return nil, err
 	}
+	c, tok := stored.Change, stored.Token
 	res := &PreviewResult{
 		Status:            "preview",
 		ChangeID:          c.ID,
@@ -90,6 +91,10 @@ func (g *Guard) previewStep(ctx context.Context, req *mcp.CallToolRequest, o *pi
 		Warnings:          c.Warnings,
 	}
 	res.NextStep = g.voice.PreviewNextStep(res.WritesEnabled, g.unknownWriteMode())
+	if a := stored.Approval; a != nil { // people approve the apply too; the agent passes the link on
+		res.Approval = &ApprovalRef{ID: a.ID, URL: g.approvalLink(a.ID), Needed: a.Needed}
+		res.NextStep = g.voice.PersonPreviewNextStep(res.WritesEnabled, g.unknownWriteMode(), a.ID, res.Approval.URL, a.Needed)
+	}
 	if g.opts.Approval == UserApproval && req != nil {
 		// The user approves in the client; the agent gets no token.
 		res.ConfirmationToken = ""

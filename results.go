@@ -23,6 +23,22 @@ type PreviewResult struct {
 	NextStep          string   `json:"next_step" jsonschema:"what to do next"`
 	RunID             string   `json:"run_id,omitempty" jsonschema:"its run"`
 	Warnings          []string `json:"warnings,omitempty" jsonschema:"what cannot be undone exactly"`
+	// Approval is the people's approval the apply needs, under person
+	// approval: requested with the preview, bound to its payload.
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed}: a person approves at url"`
+}
+
+// ApprovalRef names an approval that people must give before a write (see
+// PersonApproval): the agent gives the user its URL. Its output schema is
+// a plain object whose fields the description of the field that holds it
+// names, to keep tools/list small.
+type ApprovalRef struct {
+	ID     string `json:"id" jsonschema:"the approval, apr_..."`
+	URL    string `json:"url,omitempty" jsonschema:"where a person approves; give it to the user"`
+	Needed int    `json:"needed" jsonschema:"how many people must approve"`
+	// Status is where the approval stands (waiting, approved, declined,
+	// expired, used), in a change's status only.
+	Status string `json:"status,omitempty" jsonschema:"waiting, approved, declined, expired or used"`
 }
 
 // ApplyResult is what a successful apply returns.
@@ -72,6 +88,9 @@ type ChangeStatus struct {
 	// NothingWritten is true when the library knows the failed change
 	// wrote nothing.
 	NothingWritten bool `json:"nothing_written,omitempty" jsonschema:"the failure wrote nothing"`
+	// Approval is the change's latest approval by people, under person
+	// approval (get_change_status only).
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed, status}: its latest approval by people"`
 }
 
 // statusOf builds the agent's view of a change, as of now: Undoable only

@@ -45,6 +45,9 @@ type RunReport struct {
 	ConfirmationToken string `json:"confirmation_token,omitempty" jsonschema:"for the real undo"`
 	ExpiresAt         string `json:"expires_at,omitempty" jsonschema:"when the token expires"`
 	NextStep          string `json:"next_step,omitempty" jsonschema:"what to do next"`
+	// Approval is the people's approval the real undo needs, under
+	// person approval: requested by the dry run, bound to its plan.
+	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed}: a person approves at url"`
 	// UndoneBy names who undid the run: "agent" or "person:<name>".
 	UndoneBy string `json:"undone_by,omitempty" jsonschema:"who undid it"`
 	// Note is an operator's note on a run whose undo was interrupted and

@@ -78,7 +78,7 @@ func (g *Guard) undoRunTool(ctx context.Context, req *mcp.CallToolRequest, runID
 	if err != nil {
 		return nil, err
 	}
-	return g.undoRun(g.withPrincipal(ctx, req), r, dryRun, token, pipeline.ByToken, by, nil)
+	return g.undoRun(withRequest(g.withPrincipal(ctx, req), req), r, dryRun, token, pipeline.ByToken, by, nil)
 }
 
 // undoRun is the one path of a run's undo. The real undo plans the run,
@@ -115,7 +115,7 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 		return nil, err
 	}
 	if dryRun {
-		return g.dryRunReport(ctx, r, plan, auth)
+		return g.dryRunReport(ctx, r, plan, auth, by)
 	}
 	if len(plan.Actions()) == 0 && auth == pipeline.ByToken && tok == "" {
 		// Nothing to approve, so no token was issued. A caller holding the
@@ -125,7 +125,13 @@ func (g *Guard) undoRunStep(ctx context.Context, r *ledger.Run, dryRun bool, tok
 	if auth == pipeline.ByToken && !token.Valid(tok, token.ConfirmPrefix) {
 		return nil, refuse(ErrInvalidToken, "", "%s", g.voice.RunNeedsToken(r.ID))
 	}
-	stored, err := g.claimRun(ctx, r, plan, tok, auth, by)
+	var approval pipeline.RunApproval
+	if auth == pipeline.ByToken { // people may have to approve the plan as well
+		if approval.ID, approval.Required, err = g.runApproval(ctx, r, plan, tok, by); err != nil {
+			return nil, err
+		}
+	}
+	stored, err := g.claimRun(ctx, r, plan, tok, auth, by, approval)
 	if err != nil || stored != nil {
 		return stored, err
 	}
@@ -166,8 +172,10 @@ func (g *Guard) runBusy(id string) error { return g.pipe.RunBusy(id) }
 
 // dryRunReport stores a fresh confirmation token bound to the plan (the
 // agent's dry run) and returns the plan as a report. It undoes nothing.
-// A dry run for trusted code (pipeline.ByTrusted) stores no token.
-func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, auth pipeline.Authority) (*RunReport, error) {
+// A dry run for trusted code (pipeline.ByTrusted) stores no token. Under
+// person approval the agent's dry run also requests, asked by by, the
+// approval of the plan that its real undo needs.
+func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, auth pipeline.Authority, by string) (*RunReport, error) {
 	if len(plan.Actions()) == 0 {
 		return g.nothingToUndo(plan, r.ID, true), nil // no token: there is nothing to approve
 	}
@@ -176,20 +184,28 @@ func (g *Guard) dryRunReport(ctx context.Context, r *ledger.Run, plan *undoplan.
 	if auth == pipeline.ByTrusted {
 		return rep, nil
 	}
-	tok, expires, err := g.pipe.OfferRunUndo(ctx, r.ID, plan)
+	needed, err := g.runApprovers(ctx, plan.Actions())
 	if err != nil {
 		return nil, err
 	}
-	rep.ConfirmationToken, rep.ExpiresAt = tok, voice.Time(expires)
+	offer, err := g.pipe.OfferRunUndo(ctx, r.ID, plan, needed, by)
+	if err != nil {
+		return nil, err
+	}
+	rep.ConfirmationToken, rep.ExpiresAt = offer.Token, voice.Time(offer.Expires)
 	rep.NextStep = g.voice.RunDryRunNext()
+	if a := offer.Approval; a != nil {
+		rep.Approval = &ApprovalRef{ID: a.ID, URL: g.approvalLink(a.ID), Needed: a.Needed}
+		rep.NextStep = g.voice.PersonDryRunNext(a.ID, rep.Approval.URL, a.Needed)
+	}
 	return rep, nil
 }
 
 // claimRun claims the run for its undo (pipeline.Engine.ClaimRun). When
 // another request finished undoing the run meanwhile, claimRun returns
 // that undo's stored report, replayed.
-func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth pipeline.Authority, by string) (*RunReport, error) {
-	done, err := g.pipe.ClaimRun(ctx, r, plan, tok, auth, by)
+func (g *Guard) claimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth pipeline.Authority, by string, approval pipeline.RunApproval) (*RunReport, error) {
+	done, err := g.pipe.ClaimRun(ctx, r, plan, tok, auth, by, approval)
 	if err != nil || done == nil {
 		return nil, err
 	}

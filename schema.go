@@ -77,6 +77,8 @@ func outputOptions(t reflect.Type) *jsonschema.ForOptions {
 			opts.TypeSchemas[n] = &jsonschema.Schema{Type: "object"}
 		}
 	}
+	// An approval's three fields are named in its field's description.
+	opts.TypeSchemas[reflect.TypeFor[ApprovalRef]()] = &jsonschema.Schema{Type: "object"}
 	return opts
 }
 
@@ -251,4 +253,17 @@ func simplify(s *jsonschema.Schema) {
 // isFalse reports whether s is the schema false as jsonschema infers it.
 func isFalse(s *jsonschema.Schema) bool {
 	return s != nil && s.Not != nil && reflect.ValueOf(*s.Not).IsZero()
+}
+
+// withApproval returns s, an output schema whose result may carry an
+// "approval", without that property when keep is false: only a tool that
+// can return one (under person approval) spends the bytes of its schema
+// in every conversation.
+func withApproval(s *jsonschema.Schema, keep bool) *jsonschema.Schema {
+	if keep {
+		return s
+	}
+	delete(s.Properties, "approval")
+	s.PropertyOrder = slices.DeleteFunc(s.PropertyOrder, func(n string) bool { return n == "approval" })
+	return s
 }

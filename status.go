@@ -30,7 +30,18 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 	if c.ScopeHash != scope {
 		return nil, changeNotFound(id)
 	}
-	return g.statusOf(c), nil
+	st := g.statusOf(c)
+	if o, ok := g.lookup(c.Action); ok && o.Approvers > 0 { // people approve its writes: say where that stands
+		all, err := g.ledger.Approvals(ctx, ledger.ApprovalFilter{ChangeID: c.ID, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(all) > 0 {
+			a := all[0]
+			st.Approval = &ApprovalRef{ID: a.ID, URL: g.approvalLink(a.ID), Needed: a.Needed, Status: string(a.StatusAt(g.now()))}
+		}
+	}
+	return st, nil
 }
 
 // Record returns the full ledger row of a change for trusted code and

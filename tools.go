@@ -29,7 +29,13 @@ func Register[In, P, R any](g *Guard, tool *mcp.Tool, op Operation[In, P, R]) {
 	if problem := op.check(); problem != "" {
 		panic(fmt.Sprintf("changeset.Register %q: %s", tool.Name, problem))
 	}
-	g.register(tool, erase(tool.Name, tool.Description, op), inputSchema[In])
+	o := erase(tool.Name, tool.Description, op)
+	n, err := g.approversFor(op.Approval, op.Approvers)
+	if err != nil {
+		panic(fmt.Sprintf("changeset.Register %q: %v", tool.Name, err))
+	}
+	o.Approvers = n
+	g.register(tool, o, inputSchema[In])
 }
 
 // register adds a type-erased operation and its preview tool. schema
@@ -74,7 +80,7 @@ func (g *Guard) register(tool *mcp.Tool, o *pipeline.Op, schema func() (*jsonsch
 		Title:        tool.Title,
 		Description:  desc,
 		InputSchema:  input,
-		OutputSchema: outputSchema[PreviewResult](),
+		OutputSchema: withApproval(outputSchema[PreviewResult](), o.Approvers > 0),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}
 	addTool(g, pt, func(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage) (*mcp.CallToolResult, *PreviewResult, error) {
@@ -179,7 +185,7 @@ func (g *Guard) addSharedTools() {
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("get_change_status"),
 		Description:  g.voice.StatusTool(),
-		OutputSchema: outputSchema[ChangeStatus](),
+		OutputSchema: withApproval(outputSchema[ChangeStatus](), g.opts.Approval == PersonApproval),
 		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in statusInput) (*mcp.CallToolResult, *ChangeStatus, error) {
 		res, err := g.status(ctx, req, in.ChangeID)
@@ -226,7 +232,7 @@ func (g *Guard) addRunTools() {
 	addTool(g, &mcp.Tool{
 		Name:         g.toolName("undo_run"),
 		Description:  g.voice.UndoRunTool(),
-		OutputSchema: outputSchema[RunReport](),
+		OutputSchema: withApproval(outputSchema[RunReport](), g.opts.Approval == PersonApproval),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in undoRunInput) (*mcp.CallToolResult, *RunReport, error) {
 		dryRun := in.DryRun == nil || *in.DryRun

@@ -21,8 +21,24 @@
 //	}
 //
 // It gives the program the flags --ledger, --http, --stateless,
-// --auth-token-file, --allow-remote and --dashboard (see [Flags]) and a
-// --help text built from the Program.
+// --auth-token-file, --allow-remote, --allowed-hosts, --dashboard,
+// --dashboard-people, --durability, and those of approval: --approval
+// token|user|person (--user-approval is another spelling of --approval
+// user), --approvers N, --dashboard-url URL, --notify-webhook URL and
+// --notify-secret-file FILE (see [Flags]), and a --help text built from
+// the Program.
+//
+// # People approve
+//
+// With --approval person a named person approves every write as well as
+// the agent's token (changeset.PersonApproval): each preview returns a
+// link to the approval's page in the dashboard (--dashboard-url, by
+// default the dashboard's own address), and the agent's apply waits a
+// little for the decision. People decide in the dashboard (signed in with
+// --dashboard-people), with `mcp-changeset approve`, or through the
+// Guard's Approve and Decline. --notify-webhook tells them something
+// waits: a signed POST per event, delivered at least once, from the
+// ledger's outbox.
 //
 // # The pieces
 //

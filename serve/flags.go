@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
+	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -26,10 +28,25 @@ type Flags struct {
 	// accepts no shared login token, and records what each person does
 	// as "person:<name>".
 	DashboardPeople string
+	// Approval (--approval token|user|person): who approves a write;
+	// "" is token. --user-approval is another spelling of --approval user.
+	// See docs/approval.md.
+	Approval string
 	// UserApproval (--user-approval): the user approves every write in the
-	// client, through form elicitation; it sets Options.Approval to
-	// changeset.UserApproval. See docs/approval.md.
+	// client, through form elicitation; the same as --approval user, which
+	// Check sets Approval to.
 	UserApproval bool
+	// Approvers (--approvers N): how many distinct people approve each
+	// write under --approval person (changeset.Options.Approvers); 0 is 1.
+	Approvers int
+	// DashboardURL (--dashboard-url URL): the base of approval links
+	// (changeset.Options.DashboardURL); default the dashboard's own
+	// address when --dashboard names a port.
+	DashboardURL string
+	// NotifyWebhook (--notify-webhook URL) receives the ledger's events,
+	// signed with the secret in NotifySecretFile (--notify-secret-file
+	// FILE); see package notify.
+	NotifyWebhook, NotifySecretFile string
 	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
 	// HTTPOptions.AllowedHosts.
 	AllowedHosts []string
@@ -44,7 +61,8 @@ type Flags struct {
 
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
-var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "dashboard-people": true, "allowed-hosts": true, "user-approval": true, "durability": true}
+var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "dashboard-people": true, "allowed-hosts": true, "user-approval": true, "durability": true,
+	"approval": true, "approvers": true, "dashboard-url": true, "notify-webhook": true, "notify-secret-file": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -73,6 +91,16 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		})
 	fs.BoolVar(&f.UserApproval, "user-approval", false,
 		"the user approves every write in the client (form elicitation) instead of the agent presenting a token; over --stateless only clients on protocol 2026-07-28 can be asked")
+	fs.StringVar(&f.Approval, "approval", "",
+		"who approves a write: `mode` token (the agent presents the preview's token; the default), user (the user approves in the client, as --user-approval) or person (a named person approves at a link, in the dashboard or with mcp-changeset approve, as well as the token)")
+	fs.IntVar(&f.Approvers, "approvers", 0,
+		"with --approval person: how many different people must approve each write (default 1; 2 is the two-person rule)")
+	fs.StringVar(&f.DashboardURL, "dashboard-url", "",
+		"with --approval person or --notify-webhook: the `URL` people open the dashboard at, the base of approval links (default: the dashboard's own address, http://ADDR of --dashboard)")
+	fs.StringVar(&f.NotifyWebhook, "notify-webhook", "",
+		"POST the ledger's events (approval requested or decided, change failed, run undone) as signed JSON to this `URL`; needs --notify-secret-file")
+	fs.StringVar(&f.NotifySecretFile, "notify-secret-file", "",
+		"the `file` holding the secret that signs --notify-webhook's events (X-Changeset-Signature: sha256=HMAC of the body)")
 	fs.Var(&f.Durability, "durability",
 		"the ledger's `durability`: full (every commit waits for the disk) or claims (only the claims of an apply, an undo or a run's undo; a power loss may then lose the latest previews and outcomes, never at-most-once; see docs/reliability.md)")
 	fs.StringVar(&f.Dashboard, "dashboard", "",
@@ -89,6 +117,9 @@ func (f *Flags) Check() error {
 	if f.DashboardPeople != "" && f.Dashboard == "" {
 		return errors.New("--dashboard-people only makes sense with --dashboard ADDR, the dashboard it signs people in to")
 	}
+	if err := f.checkApproval(); err != nil {
+		return err
+	}
 	if f.HTTP == "" {
 		if f.AuthTokenFile != "" || f.Stateless || len(f.AllowedHosts) > 0 || (f.AllowRemote && f.Dashboard == "") {
 			return errors.New("--auth-token-file, --stateless and --allowed-hosts only make sense with --http, and --allow-remote with --http or --dashboard")
@@ -102,6 +133,49 @@ func (f *Flags) Check() error {
 		return fmt.Errorf("--http: %w", err)
 	}
 	return nil
+}
+
+// checkApproval validates --approval and the flags that go with it, and
+// settles --user-approval into Approval.
+func (f *Flags) checkApproval() error {
+	switch {
+	case f.UserApproval && f.Approval != "" && f.Approval != "user":
+		return fmt.Errorf("--user-approval means --approval user, not --approval %s", f.Approval)
+	case f.UserApproval:
+		f.Approval = "user"
+	}
+	if f.Approval != "" {
+		if _, err := changeset.ParseApproval(f.Approval); err != nil {
+			return fmt.Errorf("--approval %q: want token, user or person", f.Approval)
+		}
+	}
+	switch {
+	case f.Approvers != 0 && f.Approval != "person":
+		return errors.New("--approvers only makes sense with --approval person")
+	case f.Approvers < 0 || f.Approvers > ledger.MaxApprovers:
+		return fmt.Errorf("--approvers %d: want 1 to %d", f.Approvers, ledger.MaxApprovers)
+	case (f.NotifyWebhook == "") != (f.NotifySecretFile == ""):
+		return errors.New("--notify-webhook and --notify-secret-file go together: the secret signs every event")
+	case f.NotifyWebhook != "" && !strings.HasPrefix(f.NotifyWebhook, "http://") && !strings.HasPrefix(f.NotifyWebhook, "https://"):
+		return fmt.Errorf("--notify-webhook %q: want an http:// or https:// URL", f.NotifyWebhook)
+	}
+	return nil
+}
+
+// dashboardURL is the base of approval links: --dashboard-url, else the
+// dashboard's own address when --dashboard names a port ("" otherwise).
+func (f *Flags) dashboardURL() string {
+	if f.DashboardURL != "" || f.Dashboard == "" {
+		return f.DashboardURL
+	}
+	host, port, err := net.SplitHostPort(f.Dashboard)
+	if err != nil || port == "0" || port == "" {
+		return ""
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // DefaultLedger is $MCP_CHANGESET_LEDGER, or name.db under the user's state

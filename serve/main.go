@@ -12,6 +12,7 @@ import (
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/dashboard"
+	"github.com/mcp-changeset/changeset-go/notify"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -37,7 +38,9 @@ type Program struct {
 	// Options adjusts the Guard's options before changeset.New, for
 	// example to turn on user approval. LedgerPath, Logger, ScopeFunc
 	// (ScopeFromRequest) and Principal (PrincipalFromRequest) are already
-	// set, and Approval is UserApproval with --user-approval. Optional.
+	// set, and so are Approval, Approvers, DashboardURL and Notify from
+	// --approval (or --user-approval), --approvers, --dashboard-url and
+	// --notify-webhook. Optional.
 	Options func(o *changeset.Options)
 	// Verifier, when set, checks HTTP callers' bearer tokens instead of
 	// --auth-token-file (which then becomes optional): plug in your own
@@ -64,8 +67,14 @@ type Program struct {
 //     URL printed once to standard error; with --dashboard-people FILE,
 //     each person signs in with their own token from FILE instead, and
 //     no shared login token exists;
-//   - with --user-approval, the user approves every write in the client
-//     (changeset.UserApproval) instead of the agent presenting a token.
+//   - with --approval user (or --user-approval), the user approves every
+//     write in the client (changeset.UserApproval) instead of the agent
+//     presenting a token; with --approval person, a named person approves
+//     every write as well, at a link to the dashboard (--dashboard-url,
+//     default the dashboard's own address), --approvers N of them;
+//   - with --notify-webhook URL and --notify-secret-file FILE, the
+//     ledger's events (an approval requested, a change failed, …) are
+//     POSTed, signed, to URL (see package notify).
 //
 // It serves until the client disconnects (stdio) or the process gets
 // SIGINT or SIGTERM, then stops gracefully and returns, so that main
@@ -116,6 +125,32 @@ func Main(p Program) {
 	}
 }
 
+// approvalOptions sets the Guard's approval options from the flags:
+// --approval (or --user-approval), --approvers, --dashboard-url and the
+// webhook of --notify-webhook with the secret of --notify-secret-file.
+func approvalOptions(f Flags, opts *changeset.Options, log *slog.Logger) error {
+	if f.Approval != "" {
+		a, err := changeset.ParseApproval(f.Approval)
+		if err != nil {
+			return err
+		}
+		opts.Approval = a
+	}
+	opts.Approvers = f.Approvers
+	opts.DashboardURL = f.dashboardURL()
+	if opts.Approval == changeset.PersonApproval && opts.DashboardURL == "" {
+		log.Warn("person approval without a dashboard address: approvals carry no link; give --dashboard ADDR or --dashboard-url URL, or approve with mcp-changeset approve")
+	}
+	if f.NotifyWebhook != "" {
+		secret, err := notify.ReadSecretFile(f.NotifySecretFile)
+		if err != nil {
+			return fmt.Errorf("--notify-secret-file: %w", err)
+		}
+		opts.Notify = &notify.Webhook{URL: f.NotifyWebhook, Secret: secret, Logger: log}
+	}
+	return nil
+}
+
 func usageError(name string, err error) {
 	fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
 	os.Exit(2)
@@ -147,8 +182,8 @@ func run(p Program, f Flags) error {
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: p.Name, Version: version}, nil)
 	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest, Durability: f.Durability}
-	if f.UserApproval {
-		opts.Approval = changeset.UserApproval
+	if err := approvalOptions(f, &opts, log); err != nil {
+		return err
 	}
 	if p.Options != nil {
 		p.Options(&opts)

@@ -64,6 +64,13 @@ type Claim struct {
 	Auth  Authority
 	Scope ledger.Digest // the caller's scope: a change of another is not found
 	By    string        // who applies or undoes, recorded in the ledger
+	// Approval is the ID of the people's approval the claim uses (person
+	// approval), "" for none. A change whose operation needs people to
+	// approve (Op.Approvers) is claimed only with one, except ByTrusted;
+	// the claim marks it used in its own transaction.
+	Approval string
+
+	dry bool // a Precheck: the approval is not looked at yet
 }
 
 // checkArgs refuses malformed IDs and tokens before the ledger is asked:
@@ -157,6 +164,9 @@ func (e *Engine) claimIn(tx *ledger.Tx, cl Claim) (*ledger.Change, error) {
 	}
 	if !e.authorized(cl, c) {
 		return nil, refused(e.invalidToken(cl))
+	}
+	if err := e.useApproval(tx, cl, c, now); err != nil {
+		return nil, err
 	}
 	if c.RunID != "" && k.From == ledger.Pending {
 		if r, err := tx.Run(c.RunID); err == nil && r.Status != ledger.RunOpen {

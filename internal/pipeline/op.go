@@ -30,6 +30,11 @@ type Op struct {
 	Redact []string
 	// AllowEmptyDiff lets a proposal with an empty diff be stored.
 	AllowEmptyDiff bool
+	// Approvers is how many distinct people must approve each apply and
+	// undo of the operation's changes (person approval), 0 when nobody
+	// but the token's holder has to. The Guard sets it from its options
+	// and the operation's own override when it registers the operation.
+	Approvers int
 }
 
 // TxFuncs are the ApplyTx, UndoTx and ObserveTx of an operation on the

@@ -54,6 +54,9 @@ type Config struct {
 	MaxPayloadBytes, MaxResultBytes, MaxPendingPerScope int
 	// SessionRunIdle is how long a session run waits for another preview.
 	SessionRunIdle time.Duration
+	// ApprovalLink returns the page where people decide the approval id,
+	// "" when there is none; nil for none at all.
+	ApprovalLink func(id string) string
 }
 
 // Engine runs the change pipeline of one Guard. It is safe for concurrent
@@ -174,6 +177,10 @@ const (
 	Refused
 	NoChange
 	Dependency
+	// AwaitingApproval: people have not approved yet (person approval).
+	AwaitingApproval
+	// Declined: a person declined.
+	Declined
 	// Kinds is the number of kinds, NoKind included.
 	Kinds
 )

@@ -14,9 +14,12 @@ var errDryCheck = errors.New("precheck: roll back")
 // window, the token if one is given, the run), and the write mode and
 // state check that follow it, without writing anything: the claim's
 // checks run in a transaction that is rolled back. It returns the change.
-// The user's approval asks its question only about a change that passes.
+// The user's approval asks its question only about a change that passes,
+// and a write waits for people's approval only once it passes: Precheck
+// does not look at the claim's approval.
 func (e *Engine) Precheck(ctx context.Context, cl Claim) (*ledger.Change, error) {
 	k := cl.Kind
+	cl.dry = true // people's approval comes after the checks
 	if err := e.checkArgs(cl); err != nil {
 		return nil, err
 	}

@@ -61,12 +61,24 @@ type Pending struct {
 	Client     string
 }
 
+// A Stored is a preview stored: the pending change, its confirmation
+// token, and, when the operation needs people to approve (Op.Approvers),
+// the approval of its apply, requested in the same transaction.
+type Stored struct {
+	Change   *ledger.Change
+	Token    string
+	Approval *ledger.Approval
+}
+
 // Store stores p as a pending change, and returns it and its
 // confirmation token. In one transaction it reads the state of a
 // transactional operation, refuses a scope that has MaxPendingPerScope
 // previews waiting or a run that takes no new changes, joins or starts the
-// caller's session run, and inserts the row.
-func (e *Engine) Store(ctx context.Context, p Pending) (*ledger.Change, string, error) {
+// caller's session run, inserts the row and, for an operation that needs
+// people to approve, requests the approval of its apply, bound to the
+// payload's hash, with the token's expiry as its deadline: the change and
+// its approval exist together or not at all.
+func (e *Engine) Store(ctx context.Context, p Pending) (Stored, error) {
 	o, prop := p.Op, p.Proposal
 	now := e.Now()
 	c := &ledger.Change{
@@ -98,11 +110,14 @@ func (e *Engine) Store(ctx context.Context, p Pending) (*ledger.Change, string, 
 	}
 	c.ConfirmHash = token.Digest(token.PurposeApply, c.ID, c.PayloadHash, tok)
 
-	var sessionRun string // the session run the preview joined, if any
+	var (
+		sessionRun string // the session run the preview joined, if any
+		approval   *ledger.Approval
+	)
 	// A preview claims nothing: it may ride on the next claim's sync.
 	err := e.Ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
 		// WithLazyTx may run this again.
-		sessionRun = ""
+		sessionRun, approval = "", nil
 		if o.Tx != nil && o.Tx.Observe != nil && prop.State == nil { // in the same transaction as the row
 			state, err := observeTx(ctx, tx, o, c.Payload)
 			if err == nil {
@@ -128,16 +143,22 @@ func (e *Engine) Store(ctx context.Context, p Pending) (*ledger.Change, string, 
 			}
 			c.RunID, sessionRun = id, id
 		}
-		return tx.InsertChange(c)
+		if err := tx.InsertChange(c); err != nil || o.Approvers == 0 {
+			return err
+		}
+		var err error
+		approval, err = tx.RequestApproval(ledger.ApprovalRequest{Kind: ledger.ApproveApply, ChangeID: c.ID,
+			Needed: o.Approvers, RequestedBy: p.By, Deadline: c.ExpiresAt, At: now})
+		return err
 	})
 	if err != nil {
-		return nil, "", err
+		return Stored{}, err
 	}
 	if sessionRun != "" {
 		e.recent.saw(sessionRun, c.CreatedAt)
 	}
 	e.Host.Transition(ctx, c, "", c.PreviewedBy)
-	return c, tok, nil
+	return Stored{Change: c, Token: tok, Approval: approval}, nil
 }
 
 // checkPendingQuota refuses a preview when the scope already has

@@ -66,15 +66,28 @@ func (e *Engine) RunBusy(id string) error {
 	return e.refuse(Busy, "", e.Voice.RunBusy(id))
 }
 
+// A RunOffer is what a dry run offers: the token of the real undo, its
+// expiry, and the people's approval it needs, if any.
+type RunOffer struct {
+	Token    string
+	Expires  time.Time
+	Approval *ledger.Approval
+}
+
 // OfferRunUndo stores a fresh confirmation token for the real undo of run
 // runID, bound to the plan (a dry run's), and returns it with its expiry.
-// It refuses a run that is no longer open.
-func (e *Engine) OfferRunUndo(ctx context.Context, runID string, plan *undoplan.Plan) (string, time.Time, error) {
+// When approvers is above zero it also requests, in the same transaction,
+// the approval of that plan by that many people, asked by by. It refuses a
+// run that is no longer open.
+func (e *Engine) OfferRunUndo(ctx context.Context, runID string, plan *undoplan.Plan, approvers int, by string) (RunOffer, error) {
 	tok := token.New(token.ConfirmPrefix)
-	expires := e.Now().Add(e.TTL)
+	now := e.Now()
+	expires := now.Add(e.TTL)
+	var approval *ledger.Approval
 	// Storing a dry run's token claims nothing: a lost one is a dry run to
 	// redo.
 	err := e.Ledger.WithLazyTx(ctx, func(tx *ledger.Tx) error {
+		approval = nil // WithLazyTx may run this again
 		cur, err := tx.Run(runID)
 		if err != nil {
 			return err
@@ -84,13 +97,18 @@ func (e *Engine) OfferRunUndo(ctx context.Context, runID string, plan *undoplan.
 		}
 		cur.PlanHash = plan.Hash
 		cur.ConfirmHash = token.Digest(token.PurposeRunUndo, cur.ID, plan.Hash, tok)
-		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, e.Now()
-		return tx.UpdateRun(cur, ledger.RunOpen)
+		cur.ConfirmExpiresAt, cur.UpdatedAt = expires, now
+		if err := tx.UpdateRun(cur, ledger.RunOpen); err != nil || approvers == 0 {
+			return err
+		}
+		approval, err = tx.RequestApproval(ledger.ApprovalRequest{Kind: ledger.ApproveRunUndo, RunID: runID,
+			Needed: approvers, RequestedBy: by, Deadline: expires, At: now})
+		return err
 	})
 	if err != nil {
-		return "", time.Time{}, err
+		return RunOffer{}, err
 	}
-	return tok, expires, nil
+	return RunOffer{Token: tok, Expires: expires, Approval: approval}, nil
 }
 
 // ClaimRun moves the run from open to undoing for by: one claim per run,
@@ -100,7 +118,10 @@ func (e *Engine) OfferRunUndo(ctx context.Context, runID string, plan *undoplan.
 // person acting through trusted code (ByTrusted) needs neither. When
 // another request finished undoing the run meanwhile, ClaimRun returns
 // that run, whose stored report the caller replays, and claims nothing.
-func (e *Engine) ClaimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth Authority, by string) (done *ledger.Run, err error) {
+// approval is the people's approval of the plan, under person approval:
+// the claim uses it in its own transaction, and refuses if it is not
+// approved, or not for this run and plan, or missing when required.
+func (e *Engine) ClaimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Plan, tok string, auth Authority, by string, approval RunApproval) (done *ledger.Run, err error) {
 	byTok := auth == ByToken
 	var refusal error
 	err = e.Ledger.WithTx(ctx, func(tx *ledger.Tx) error {
@@ -130,6 +151,20 @@ func (e *Engine) ClaimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pla
 			refusal = e.refuse(PlanChanged, "", e.Voice.RunPlanChanged(r.ID))
 			return nil
 		}
+		switch {
+		case approval.ID == "" && approval.Required:
+			refusal = e.refuse(AwaitingApproval, "", voice.ApprovalMissing(voice.Run(r.ID), "undone"))
+			return nil
+		case approval.ID != "":
+			a, err := tx.UseApproval(approval.ID, ledger.ApprovalUse{Kind: ledger.ApproveRunUndo, RunID: r.ID, PlanHash: plan.Hash, By: by, At: now})
+			if err != nil {
+				if !IsApprovalRefusal(err) {
+					return err
+				}
+				refusal = e.ApprovalRefusal(voice.Run(r.ID), "", "undone", e.Voice.Tool("undo_run"), a, err)
+				return nil
+			}
+		}
 		cur.Status, cur.UndoneBy, cur.UpdatedAt = ledger.RunUndoing, by, now
 		cur.PlanHash, cur.ConfirmHash, cur.ConfirmExpiresAt = "", "", time.Time{}
 		return tx.UpdateRun(cur, ledger.RunOpen)
@@ -141,6 +176,12 @@ func (e *Engine) ClaimRun(ctx context.Context, r *ledger.Run, plan *undoplan.Pla
 		return nil, err
 	}
 	return done, refusal
+}
+
+// A RunApproval is what a run's claim brings of people's approval.
+type RunApproval struct {
+	ID       string // the approval the claim uses; "" for none
+	Required bool   // whether the claim must bring one
 }
 
 // ExecuteRun carries out plan for the claimed run r

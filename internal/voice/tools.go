@@ -58,6 +58,9 @@ func (v *Voice) UndoRunTool() string {
 	if v.mode == User {
 		return "Undo a run's changes, newest first. By default a dry run: changes nothing, reports what would be undone, kept (changed since) or not exact. Show it to the user, then call again with dry_run=false; their client asks them to approve."
 	}
+	if v.mode == Person { // its result's approval costs bytes: the dry run's next_step says the rest
+		return "Undo a run's changes, newest first. By default a dry run: changes nothing, says what would be undone, kept (changed since) or inexact; then follow its next_step."
+	}
 	return "Undo a run's changes, newest first. By default a dry run: changes nothing, reports what would be undone, kept (changed since) or not exact. Only after the user approves it, call again with dry_run=false and its confirmation_token."
 }
 

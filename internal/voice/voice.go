@@ -41,6 +41,9 @@ const (
 	Token Mode = iota
 	// User: the user approves in the client (elicitation).
 	User
+	// Person: the agent holds the tokens, and a named person approves
+	// every write out of band, at a link.
+	Person
 )
 
 // Voice renders the library's sentences for one Guard's options.
