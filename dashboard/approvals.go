@@ -181,21 +181,7 @@ func (d *Dashboard) renderApproval(w http.ResponseWriter, r *http.Request, code 
 // loadApproval reads the approval named in the path; it writes a 404 or
 // 500 page and returns ok=false when it cannot.
 func (d *Dashboard) loadApproval(w http.ResponseWriter, r *http.Request) (*ledger.Approval, bool) {
-	id := r.PathValue("id")
-	if !validID(id, "apr_") {
-		d.notFound(w, r)
-		return nil, false
-	}
-	a, err := d.guard.Ledger().Approval(r.Context(), id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		d.notFound(w, r)
-		return nil, false
-	}
-	if err != nil {
-		d.internalError(w, r, err)
-		return nil, false
-	}
-	return a, true
+	return loadByID(d, w, r, "apr_", d.guard.Ledger().Approval)
 }
 
 // approvalView builds the view of a, with the diff of its change or the

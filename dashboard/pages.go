@@ -219,21 +219,11 @@ const runPageSize = changePageSize
 // loadRun reads a run and its changes; it writes a 404 or 500 page and
 // returns ok=false when it cannot.
 func (d *Dashboard) loadRun(w http.ResponseWriter, r *http.Request) (*ledger.Run, []*ledger.Change, bool) {
-	id := r.PathValue("id")
-	if !validID(id, "run_") {
-		d.notFound(w, r)
+	run, ok := loadByID(d, w, r, "run_", d.guard.Ledger().Run)
+	if !ok {
 		return nil, nil, false
 	}
-	ctx := r.Context()
-	run, err := d.guard.Ledger().Run(ctx, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		d.notFound(w, r)
-		return nil, nil, false
-	}
-	if err != nil {
-		d.internalError(w, r, err)
-		return nil, nil, false
-	}
+	ctx, id := r.Context(), run.ID
 	changes, err := d.guard.Ledger().Changes(ctx, ledger.ChangeFilter{RunID: id})
 	if err != nil {
 		d.internalError(w, r, err)
@@ -454,21 +444,29 @@ func (d *Dashboard) renderChange(w http.ResponseWriter, r *http.Request, code in
 // loadChange reads the change named in the path; it writes a 404 or 500
 // page and returns ok=false when it cannot.
 func (d *Dashboard) loadChange(w http.ResponseWriter, r *http.Request) (*ledger.Change, bool) {
+	return loadByID(d, w, r, "chg_", d.guard.Ledger().Change)
+}
+
+// loadByID reads the row named by the path's id, which must carry prefix,
+// with get; it writes a 404 page for a malformed or unknown ID, a 500
+// page for any other error, and then returns ok=false.
+func loadByID[T any](d *Dashboard, w http.ResponseWriter, r *http.Request, prefix string, get func(context.Context, string) (T, error)) (T, bool) {
+	var zero T
 	id := r.PathValue("id")
-	if !validID(id, "chg_") {
+	if !validID(id, prefix) {
 		d.notFound(w, r)
-		return nil, false
+		return zero, false
 	}
-	c, err := d.guard.Ledger().Change(r.Context(), id)
+	v, err := get(r.Context(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		d.notFound(w, r)
-		return nil, false
+		return zero, false
 	}
 	if err != nil {
 		d.internalError(w, r, err)
-		return nil, false
+		return zero, false
 	}
-	return c, true
+	return v, true
 }
 
 func (d *Dashboard) viewer() viewer { return viewer{now: d.opts.Now()} }

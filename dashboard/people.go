@@ -2,12 +2,10 @@ package dashboard
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 	"sync"
 
+	"github.com/mcp-changeset/changeset-go/internal/hostport"
 	"github.com/mcp-changeset/changeset-go/internal/tokenfile"
 )
 
@@ -82,14 +80,14 @@ func (g *headerGate) person(r *http.Request) string {
 	if name == "" {
 		return ""
 	}
-	if !loopbackHost(r.RemoteAddr) {
+	if !hostport.Loopback(r.RemoteAddr) {
 		g.peer.Do(func() {
 			g.logger.Warn("dashboard: ignoring the trusted header on a request that did not come from loopback; only a reverse proxy on this host may name the person",
 				"header", g.name, "peer", r.RemoteAddr)
 		})
 		return ""
 	}
-	if !loopbackHost(r.Host) && !hostListed(r.Host, g.hosts) {
+	if !hostport.Loopback(r.Host) && !hostport.Listed(r.Host, g.hosts) {
 		g.host.Do(func() {
 			g.logger.Warn("dashboard: ignoring the trusted header on a request for a host that is neither this machine nor in Options.ProxyHosts (DNS rebinding looks like this; list the name your proxy forwards)",
 				"header", g.name, "host", r.Host)
@@ -103,35 +101,4 @@ func (g *headerGate) person(r *http.Request) string {
 		return ""
 	}
 	return name
-}
-
-// hostOnly is hostport without its port.
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
-}
-
-// loopbackHost reports whether hostport (a RemoteAddr or a Host header)
-// names a loopback address, or is the name localhost.
-func loopbackHost(hostport string) bool {
-	h := hostOnly(hostport)
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	return err == nil && ip.Unmap().IsLoopback()
-}
-
-// hostListed reports whether hostport's host is one of hosts, ignoring
-// case and a trailing dot.
-func hostListed(hostport string, hosts []string) bool {
-	h := strings.TrimSuffix(hostOnly(hostport), ".")
-	for _, a := range hosts {
-		if strings.EqualFold(h, strings.TrimSuffix(hostOnly(a), ".")) {
-			return true
-		}
-	}
-	return false
 }

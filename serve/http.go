@@ -8,10 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/hostport"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -171,41 +171,12 @@ func bodyDeadline(timeout time.Duration, log *slog.Logger, next http.Handler) ht
 func hostCheck(allowed []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-		if local != nil && isLoopback(local.String()) && !isLoopback(r.Host) && !hostListed(r.Host, allowed) {
+		if local != nil && hostport.Loopback(local.String()) && !hostport.Loopback(r.Host) && !hostport.Listed(r.Host, allowed) {
 			http.Error(w, "Forbidden: the Host header names neither this machine nor an allowed host (--allowed-hosts)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// hostOnly is hostport without its port.
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
-}
-
-// isLoopback reports whether hostport names localhost or a loopback
-// address.
-func isLoopback(hostport string) bool {
-	h := hostOnly(hostport)
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(h)
-	return err == nil && ip.Unmap().IsLoopback()
-}
-
-func hostListed(hostport string, allowed []string) bool {
-	h := strings.TrimSuffix(hostOnly(hostport), ".")
-	for _, a := range allowed {
-		if strings.EqualFold(h, strings.TrimSuffix(a, ".")) {
-			return true
-		}
-	}
-	return false
 }
 
 // Listen opens a TCP listener on addr ("127.0.0.1:8080"; port 0 picks a
