@@ -49,6 +49,15 @@ func Serve(ctx context.Context, addr string, d *Dashboard, opts *ServeOptions) (
 		ln.Close()
 		return "", fmt.Errorf("dashboard: %s resolved to %v, which is not a loopback address", addr, ln.Addr())
 	}
+	return ServeListener(ctx, ln, d), nil
+}
+
+// ServeListener serves d on ln in the background until ctx is done, as
+// Serve does, and returns the login URL. It is for a caller that must
+// know the dashboard's address before it builds the Guard (the base of
+// person approval's links, with port 0): listen first, then serve. The
+// caller checks ln's address; ServeListener does not.
+func ServeListener(ctx context.Context, ln net.Listener, d *Dashboard) (loginURL string) {
 	srv := &http.Server{
 		Handler:           d,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -68,7 +77,7 @@ func Serve(ctx context.Context, addr string, d *Dashboard, opts *ServeOptions) (
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	return d.LoginURL("http://" + ln.Addr().String()), nil
+	return d.LoginURL("http://" + ln.Addr().String())
 }
 
 // checkLoopback refuses an address whose host is empty (every interface)

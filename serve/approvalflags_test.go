@@ -77,12 +77,12 @@ func TestFlags_Approval(t *testing.T) {
 
 	f := Flags{Ledger: "x.db", UserApproval: true}
 	var o changeset.Options
-	if err := f.Check(); err != nil || approvalOptions(f, &o, discard) != nil || o.Approval != changeset.UserApproval {
+	if err := f.Check(); err != nil || approvalOptions(f, &o, discard, "") != nil || o.Approval != changeset.UserApproval {
 		t.Errorf("--user-approval: %v", o.Approval)
 	}
 	f = Flags{Ledger: "x.db", Approval: "person", Approvers: 2, Dashboard: "127.0.0.1:8081", NotifyWebhook: "https://hooks.example/x", NotifySecretFile: secret}
 	o = changeset.Options{}
-	if err := approvalOptions(f, &o, discard); err != nil {
+	if err := approvalOptions(f, &o, discard, ""); err != nil {
 		t.Fatal(err)
 	}
 	if o.Approval != changeset.PersonApproval || o.Approvers != 2 || o.DashboardURL != "http://127.0.0.1:8081" ||

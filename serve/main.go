@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -128,7 +129,10 @@ func Main(p Program) {
 // approvalOptions sets the Guard's approval options from the flags:
 // --approval (or --user-approval), --approvers, --dashboard-url and the
 // webhook of --notify-webhook with the secret of --notify-secret-file.
-func approvalOptions(f Flags, opts *changeset.Options, log *slog.Logger) error {
+//
+// dashboardAddr is the address the dashboard listens on ("" without one):
+// the base of approval links when --dashboard-url is not given.
+func approvalOptions(f Flags, opts *changeset.Options, log *slog.Logger, dashboardAddr string) error {
 	if f.Approval != "" {
 		a, err := changeset.ParseApproval(f.Approval)
 		if err != nil {
@@ -138,6 +142,9 @@ func approvalOptions(f Flags, opts *changeset.Options, log *slog.Logger) error {
 	}
 	opts.Approvers = f.Approvers
 	opts.DashboardURL = f.dashboardURL()
+	if opts.DashboardURL == "" && dashboardAddr != "" {
+		opts.DashboardURL = "http://" + dashboardAddr
+	}
 	if opts.Approval == changeset.PersonApproval && opts.DashboardURL == "" {
 		log.Warn("person approval without a dashboard address: approvals carry no link; give --dashboard ADDR or --dashboard-url URL, or approve with mcp-changeset approve")
 	}
@@ -182,7 +189,20 @@ func run(p Program, f Flags) error {
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: p.Name, Version: version}, nil)
 	opts := changeset.Options{LedgerPath: f.Ledger, Logger: log, ScopeFunc: ScopeFromRequest, Principal: PrincipalFromRequest, Durability: f.Durability}
-	if err := approvalOptions(f, &opts, log); err != nil {
+	// The dashboard listens before the Guard is built: with port 0 its
+	// address is known only then, and it is the base of approval links.
+	var dashLn net.Listener
+	if f.Dashboard != "" {
+		if dashLn, err = Listen(f.Dashboard, f.AllowRemote); err != nil {
+			return fmt.Errorf("--dashboard: %w", err)
+		}
+		defer dashLn.Close()
+	}
+	dashAddr := ""
+	if dashLn != nil {
+		dashAddr = dashLn.Addr().String()
+	}
+	if err := approvalOptions(f, &opts, log, dashAddr); err != nil {
 		return err
 	}
 	if p.Options != nil {
@@ -207,10 +227,7 @@ func run(p Program, f Flags) error {
 		if err != nil {
 			return err
 		}
-		login, err := dashboard.Serve(ctx, f.Dashboard, d, &dashboard.ServeOptions{AllowRemote: f.AllowRemote})
-		if err != nil {
-			return err
-		}
+		login := dashboard.ServeListener(ctx, dashLn, d)
 		if people != nil {
 			fmt.Fprintf(os.Stderr, "%s: dashboard: %s?token=… (each person with their own token from --dashboard-people)\n", p.Name, login)
 		} else {

@@ -27,9 +27,9 @@ func quoteLong(s string, n int) string {
 // server names no page, with the operator's tools.
 func where(id, link string) string {
 	if link == "" {
-		return "by a person with the operator's tools (approval " + ID(id) + ")"
+		return "with the operator's tools (approval " + ID(id) + ")"
 	}
-	return "by a person at " + quoteLong(link, maxQuotedNote) + " (approval " + ID(id) + ")"
+	return "at " + quoteLong(link, maxQuotedNote) + " (approval " + ID(id) + ")"
 }
 
 // people says how many people must approve.
@@ -50,7 +50,7 @@ func (v *Voice) PersonLine() string {
 // PersonPreviewNextStep is the next_step of a preview whose apply needs
 // needed people to approve, at link.
 func (v *Voice) PersonPreviewNextStep(writesOn bool, unknownMode, id, link string, needed int) string {
-	s := "Show this diff to the user and give them the approval link: the change must be approved " + where(id, link) + ", by " + people(needed) + ". "
+	s := "Show this diff to the user and give them the approval link: the change must be approved by " + people(needed) + " " + where(id, link) + ". "
 	if !writesOn {
 		return s + v.writesOffNow(unknownMode) + " This preview stays valid until expires_at."
 	}
@@ -60,7 +60,7 @@ func (v *Voice) PersonPreviewNextStep(writesOn bool, unknownMode, id, link strin
 // PersonDryRunNext is the next step of a dry run whose plan needs needed
 // people to approve, at link.
 func (v *Voice) PersonDryRunNext(id, link string, needed int) string {
-	return "Nothing has been changed yet. Show this report to the user and give them the approval link: this plan must be approved " + where(id, link) + ", by " + people(needed) +
+	return "Nothing has been changed yet. Show this report to the user and give them the approval link: this plan must be approved by " + people(needed) + " " + where(id, link) +
 		". Then call " + v.Tool("undo_run") + " with dry_run=false and this confirmation_token; it waits a little for the decision."
 }
 
