@@ -144,6 +144,11 @@ type runsData struct {
 	// ("": this is the last page); Newer says this is not the first page.
 	Older string
 	Newer bool
+	// By is the actor whose runs the page lists ("": everyone's); Mine
+	// is the signed-in person's agents' actor ("" when nobody in
+	// particular signed in), and MineActive says By is Mine.
+	By, Mine   string
+	MineActive bool
 }
 
 // runsPageSize is how many runs one page of the runs list shows.
@@ -153,6 +158,16 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, v := r.Context(), d.viewer()
 	f := ledger.RunFilter{Limit: runsPageSize + 1}
 	data := runsData{Runs: []runView{}}
+	if name, named := d.identify(r); named {
+		data.Mine = myAgents(name).By
+	}
+	if by := strings.TrimSpace(r.URL.Query().Get("by")); by != "" {
+		if err := plainText(by, maxFilterValue); err != nil {
+			d.renderError(w, r, http.StatusBadRequest, "No such filter", "The name in “by” "+err.Error()+".")
+			return
+		}
+		f.StartedBy, data.By, data.MineActive = by, by, by == data.Mine
+	}
 	if id := r.URL.Query().Get("before"); id != "" {
 		after, err := d.guard.Ledger().Run(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
@@ -182,9 +197,8 @@ func (d *Dashboard) runsPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rv := v.runSummary(run, tallies)
-		if rv.StartedBy, err = d.startedBy(ctx, run.ID); err != nil {
-			d.internalError(w, r, err)
-			return
+		if run.StartedBy != "" {
+			rv.StartedBy = parseActor(run.StartedBy)
 		}
 		data.Runs = append(data.Runs, rv)
 	}
@@ -387,17 +401,6 @@ func (d *Dashboard) runLabels(ctx context.Context, changes []*ledger.Change) (ma
 		}
 	}
 	return labels, nil
-}
-
-// startedBy names who started run id: the actor of its first history
-// entry, the run's creation (nil for a run from before the history, or
-// started by the library). It reads one entry.
-func (d *Dashboard) startedBy(ctx context.Context, id string) (*actor, error) {
-	first, err := d.guard.Ledger().History(ctx, ledger.HistoryFilter{RunID: id, Limit: 1})
-	if err != nil || len(first) == 0 || first[0].ChangeID != "" || first[0].From != "" {
-		return nil, err
-	}
-	return parseActor(first[0].By), nil
 }
 
 // changeData is the data of the change page.

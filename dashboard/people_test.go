@@ -345,9 +345,15 @@ func TestPeople_MyAgentsWorkAndWhoseAgentDidIt(t *testing.T) {
 		`<th scope="col">Started by</th>`,
 		`<a class="actor-link" href="/changes?by=agent%3Aana"><span class="who agent" title="an agent, with a token">agent:ana</span></a>`,
 		`<a class="actor-link" href="/changes?by=agent%3Abob"><span class="who agent" title="an agent, with a token">agent:bob</span></a>`)
-	if strings.Contains(home.Body, "My agents") {
-		t.Error("the runs page offers a filter it cannot apply")
+	// The runs list filters to the runs ana's agent started, from the
+	// runs' own started_by (an index, not each run's history).
+	mustContain(t, "runs page", home.Body, `<a class="button" href="/?by=agent%3aana">My agents' work</a>`)
+	myRuns := ana.get("/?by=agent%3aana")
+	mustContain(t, "ana's runs", myRuns.Body, "Showing your agents' runs", `href="/runs/`+anaRun+`"`, `<a href="/">Show everyone's</a>`)
+	if strings.Contains(myRuns.Body, "Bob&#39;s clean-up") {
+		t.Error("ana's agents' runs list bob's run")
 	}
+	mustContain(t, "nobody's runs", ana.get("/?by=agent%3anobody").Body, "No runs started by <code>agent:nobody</code>")
 
 	all := ana.get("/changes")
 	mustContain(t, "changes page", all.Body,

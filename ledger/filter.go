@@ -87,10 +87,13 @@ type ChangeKey struct {
 // RunFilter selects runs for [Ledger.Runs] and [Tx.Runs]. Zero fields do
 // not filter.
 type RunFilter struct {
-	Statuses      []RunStatus
-	ScopeHash     Digest
-	Kind          RunKind
-	SessionKey    Digest
+	Statuses   []RunStatus
+	ScopeHash  Digest
+	Kind       RunKind
+	SessionKey Digest
+	// StartedBy selects the runs this actor started (Run.StartedBy):
+	// "agent:ana" lists the runs of ana's agent.
+	StartedBy     string
 	UpdatedBefore time.Time // updated strictly before this instant
 	UpdatedSince  time.Time // updated at or after this instant
 	// Before selects runs that come after this key in the list's order

@@ -192,11 +192,14 @@ func (tx *Tx) InsertRun(r *Run) error { return tx.InsertRunBy(r, "") }
 
 // InsertRunBy stores a new run, and its first history entry ("" → open)
 // made by by (e.g. "agent:alice", who called start_run or whose preview
-// opened a session run). The run's row does not record who started it:
-// its first history entry does.
+// opened a session run), and records by as the run's StartedBy unless it
+// is set already.
 func (tx *Tx) InsertRunBy(r *Run, by string) error {
 	if tx.lazy && claimsRun("", r.Status) {
 		return lazyClaimError("run", r.ID, "", string(r.Status))
+	}
+	if r.StartedBy == "" {
+		r.StartedBy = by
 	}
 	if err := tx.b.InsertRun(tx.ctx, tx.tx, r); err != nil {
 		return err

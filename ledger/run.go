@@ -58,6 +58,11 @@ type Run struct {
 	// SessionKey identifies the session (or principal) a session run
 	// belongs to: a digest, never shown to people. Empty for task runs.
 	SessionKey Digest
+	// StartedBy names who started the run ("agent:alice"), as its first
+	// history entry does: set by Tx.InsertRunBy. Empty for a run started
+	// by nobody in particular, and for a run from before the ledger
+	// recorded it whose history did not say.
+	StartedBy string
 
 	// PlanHash and ConfirmHash bind the confirmation token of the latest
 	// undo dry run to the plan it showed; ConfirmExpiresAt is that token's

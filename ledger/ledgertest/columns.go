@@ -23,7 +23,7 @@ import (
 var changeFixed = map[string]bool{"ID": true, "Action": true, "ScopeHash": true, "RunID": true, "CreatedAt": true, "DependsOn": true, "PreviewedBy": true, "Resources": true}
 
 // runFixed are the fields of a run that UpdateRun never writes.
-var runFixed = map[string]bool{"ID": true, "ScopeHash": true, "CreatedAt": true, "Kind": true, "SessionKey": true}
+var runFixed = map[string]bool{"ID": true, "ScopeHash": true, "CreatedAt": true, "Kind": true, "SessionKey": true, "StartedBy": true}
 
 // testChangeOwnColumns inserts, and updates, changes that each carry one
 // field of fullChange on top of a bare change.
@@ -180,7 +180,7 @@ func testColumnNames(t *testing.T, h Harness) {
 	for col, want := range map[string]string{
 		"id": r.ID, "label": r.Label, "scope_hash": string(r.ScopeHash), "status": string(r.Status), "kind": string(r.Kind),
 		"session_key": string(r.SessionKey), "plan_hash": string(r.PlanHash), "confirm_hash": string(r.ConfirmHash),
-		"confirm_expires_at": us(r.ConfirmExpiresAt), "report": string(r.Report), "undone_by": r.UndoneBy,
+		"confirm_expires_at": us(r.ConfirmExpiresAt), "report": string(r.Report), "undone_by": r.UndoneBy, "started_by": r.StartedBy,
 		"created_at": us(r.CreatedAt), "updated_at": us(r.UpdatedAt),
 	} {
 		if got := columnText(t, l, "runs", col, r.ID); got != want {

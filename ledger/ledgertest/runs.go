@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ func exerciseRuns(t *testing.T, h Harness) {
 		{"UpdateIsCompareAndSet", testRunCompareAndSet},
 		{"InvalidStatusIsRefused", testRunInvalidStatus},
 		{"ListFiltersNewestFirst", testRunList},
+		{"InsertRunByRecordsWhoStartedIt", testRunStartedBy},
 		{"DeleteOnlyRunsWithoutChanges", testRunDelete},
 	})
 }
@@ -31,7 +33,7 @@ func exerciseRuns(t *testing.T, h Harness) {
 func fullRun(id string) *ledger.Run {
 	return &ledger.Run{ID: id, Label: "tidy notes – ünïcode 😀", ScopeHash: "scope", Status: ledger.RunUndoing,
 		PlanHash: "plan", ConfirmHash: "confirm", ConfirmExpiresAt: t0.Add(time.Minute + time.Nanosecond),
-		Kind: ledger.RunSession, SessionKey: "session-digest",
+		Kind: ledger.RunSession, SessionKey: "session-digest", StartedBy: "agent:alice",
 		Report: json.RawMessage(`{"z":[3],"a":null}`), UndoneBy: "agent",
 		CreatedAt: t0.In(time.FixedZone("Y", -3600)), UpdatedAt: t0.Add(time.Second)}
 }
@@ -181,8 +183,8 @@ func testRunList(t *testing.T, h Harness) {
 		{ID: "run_3b", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(3), UpdatedAt: sec(3)},
 		{ID: "run_3a", ScopeHash: "a", Status: ledger.RunPartiallyUndone, CreatedAt: sec(3), UpdatedAt: sec(3)},
 		{ID: "run_4", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k2", CreatedAt: sec(4), UpdatedAt: sec(10)},
-		{ID: "run_5", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(5), UpdatedAt: sec(5)},
-		{ID: "run_6", ScopeHash: "b", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", CreatedAt: sec(6), UpdatedAt: sec(6)},
+		{ID: "run_5", ScopeHash: "a", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", StartedBy: "agent:ana", CreatedAt: sec(5), UpdatedAt: sec(5)},
+		{ID: "run_6", ScopeHash: "b", Status: ledger.RunOpen, Kind: ledger.RunSession, SessionKey: "k1", StartedBy: "agent:bob", CreatedAt: sec(6), UpdatedAt: sec(6)},
 	} {
 		if err := driver.BackendOf(l).InsertRun(ctx, l.DB(), r); err != nil {
 			t.Fatal(err)
@@ -202,6 +204,10 @@ func testRunList(t *testing.T, h Harness) {
 		{ledger.RunFilter{Kind: ledger.RunTask}, "run_3a run_2 run_1"},
 		{ledger.RunFilter{Kind: ledger.RunSession}, "run_6 run_5 run_4 run_3b"},
 		{ledger.RunFilter{SessionKey: "k1"}, "run_6 run_5 run_3b"},
+		// Who started it: exactly that actor.
+		{ledger.RunFilter{StartedBy: "agent:ana"}, "run_5"},
+		{ledger.RunFilter{StartedBy: "agent:an"}, ""},
+		{ledger.RunFilter{StartedBy: "agent:bob", ScopeHash: "a"}, ""},
 		// The session run of a caller: its scope, its session, open,
 		// the newest.
 		{ledger.RunFilter{ScopeHash: "a", SessionKey: "k1", Kind: ledger.RunSession, Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1}, "run_5"},
@@ -271,5 +277,36 @@ func testRunDelete(t *testing.T, h Harness) {
 	rs, _ := l.Runs(ctx, ledger.RunFilter{})
 	if len(rs) != 1 || rs[0].ID != "run_b" {
 		t.Errorf("runs left: %v, want run_b", rs)
+	}
+}
+
+// testRunStartedBy: InsertRunBy records who started the run on its row,
+// as in its first history entry, and the runs of that actor list from it.
+func testRunStartedBy(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, _ := open(t, h)
+	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
+		for i, by := range []string{"agent:carol", "", "agent:carol"} {
+			r := &ledger.Run{ID: fmt.Sprintf("run_%d", i), Status: ledger.RunOpen, CreatedAt: sec(i), UpdatedAt: sec(i)}
+			if err := tx.InsertRunBy(r, by); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Run(ctx, "run_0")
+	if err != nil || r.StartedBy != "agent:carol" {
+		t.Fatalf("run_0: %+v, %v; want StartedBy agent:carol", r, err)
+	}
+	entries, err := l.History(ctx, ledger.HistoryFilter{RunID: "run_0"})
+	if err != nil || len(entries) != 1 || entries[0].By != r.StartedBy {
+		t.Fatalf("run_0's history %+v, %v: its first entry must name who started it", entries, err)
+	}
+	rs, err := l.Runs(ctx, ledger.RunFilter{StartedBy: "agent:carol"})
+	if err != nil || len(rs) != 2 || rs[0].ID != "run_2" || rs[1].ID != "run_0" {
+		t.Fatalf("carol's runs: %v, %v; want run_2 run_0", rs, err)
 	}
 }

@@ -99,7 +99,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 	var versions string
 	if err := db.QueryRow(`SELECT string_agg(version || ':' || name, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil ||
 		versions != "1:001_initial.sql 2:002_redaction.sql 3:003_failures_deps_sessions.sql 4:004_history.sql 5:005_prune_entries.sql 6:006_undo_found.sql 7:007_resources.sql 8:008_flat_lists.sql "+
-			"9:009_approvals.sql 10:010_declined.sql 11:011_outbox.sql" {
+			"9:009_approvals.sql 10:010_declined.sql 11:011_outbox.sql 12:012_run_started_by.sql" {
 		t.Errorf("changeset_migrations: %q %v", versions, err)
 	}
 	// Opened again, with or without create, it is used as it is.

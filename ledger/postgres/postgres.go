@@ -53,7 +53,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {

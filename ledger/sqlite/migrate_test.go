@@ -109,7 +109,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 		"ledger_approvals_run ledger_approvals_waiting ledger_decisions ledger_history " +
 		"ledger_history_approval ledger_history_at ledger_history_change ledger_history_run " +
 		"ledger_outbox ledger_outbox_created ledger_outbox_delivered ledger_outbox_due " +
-		"meta runs runs_created runs_session"
+		"meta runs runs_created runs_session runs_started_by"
 	if err != nil || objects != want {
 		t.Errorf("schema objects after the upgrade:\n got %s (%v)\nwant %s", objects, err, want)
 	}

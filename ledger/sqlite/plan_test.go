@@ -82,6 +82,9 @@ func TestQueryPlans_EveryHotOrPagedQueryUsesItsIndex(t *testing.T) {
 		{"the runs, a page", "runs_created", func() (string, []any) {
 			return listRunsQuery(ledger.RunFilter{Limit: 50, Before: key})
 		}},
+		{"one agent's runs, a page", "runs_started_by", func() (string, []any) {
+			return listRunsQuery(ledger.RunFilter{StartedBy: "agent:ana", Limit: 50, Before: key})
+		}},
 	}
 	// The test of sorting must see a sort where there is one.
 	if !sorts(t, b, "SELECT id FROM changes WHERE action = ? ORDER BY updated_at LIMIT 5", []any{"a"}) {

@@ -56,7 +56,7 @@ var Changes = NewTable(
 
 // Runs is the one mapping between rows of the runs table and ledger.Run,
 // for every backend. Fixed columns are set when the run starts: id,
-// scope_hash, created_at, kind and session_key. An empty Kind is stored,
+// scope_hash, created_at, kind, session_key and started_by. An empty Kind is stored,
 // and reads back, as ledger.RunTask.
 var Runs = NewTable(
 	fixed(Text("id", func(r *ledger.Run) *string { return &r.ID })),
@@ -72,6 +72,7 @@ var Runs = NewTable(
 	Time("updated_at", func(r *ledger.Run) *time.Time { return &r.UpdatedAt }),
 	fixed(TextOr("kind", func(r *ledger.Run) *ledger.RunKind { return &r.Kind }, ledger.RunTask)),
 	fixed(Text("session_key", func(r *ledger.Run) *ledger.Digest { return &r.SessionKey })),
+	fixed(Text("started_by", func(r *ledger.Run) *string { return &r.StartedBy })),
 )
 
 // ScanKey reads a change's key, as the columns created_at, id.

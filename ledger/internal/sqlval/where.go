@@ -341,6 +341,9 @@ func RunWhere(d Dialect, f ledger.RunFilter) *Where {
 	if f.SessionKey != "" {
 		w.Cond("session_key = " + w.Arg(f.SessionKey))
 	}
+	if f.StartedBy != "" {
+		w.Cond("started_by = " + w.Arg(f.StartedBy))
+	}
 	if !f.UpdatedBefore.IsZero() {
 		w.Cond("updated_at < " + w.Arg(CeilMicro(f.UpdatedBefore)))
 	}
