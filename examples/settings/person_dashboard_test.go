@@ -92,9 +92,10 @@ func (p *person) decide(approvalID, verdict, note string) {
 }
 
 // The whole of person approval over real transports: an agent's client
-// over stdio that declares no elicitation, and a person who signs in to
-// the server's dashboard with their own token (real HTTP, CSRF) and
-// approves while the apply waits, then declines another change.
+// over stdio that declares no elicitation, whose first apply is refused
+// while nobody has decided (token not spent), and a person who signs in
+// to the server's dashboard with their own token (real HTTP, CSRF) and
+// approves while the next apply waits, then declines another change.
 func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "ledger.db")
@@ -151,9 +152,19 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	if page := ana.get("/approvals"); !strings.Contains(page, id) {
 		t.Fatalf("the waiting approval is not on /approvals:\n%s", page)
 	}
+	// Before anyone decides, the apply waits its ApprovalWait (20 s) and
+	// is refused: it names the approval and its link, nothing is written
+	// and the token is not spent (the same token applies below).
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "apply_change", Arguments: map[string]any{"change_id": out["change_id"], "confirmation_token": out["confirmation_token"]}})
+	if err != nil || !res.IsError {
+		t.Fatalf("the apply before anyone decided: %v %+v", err, res)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, id) || !strings.Contains(text, base+"/approvals/"+id) || !strings.Contains(text, "no token was spent") {
+		t.Fatalf("the refusal while the approval waits reads %q", text)
+	}
 	params := &mcp.CallToolParams{Name: "apply_change", Arguments: map[string]any{"change_id": out["change_id"], "confirmation_token": out["confirmation_token"]}}
 	params.SetProgressToken("apply")
-	res, err := cs.CallTool(ctx, params)
+	res, err = cs.CallTool(ctx, params)
 	<-decided
 	if err != nil || res.IsError || res.StructuredContent.(map[string]any)["status"] != "applied" {
 		t.Fatalf("the apply that waited for ana: %v %+v", err, res)
