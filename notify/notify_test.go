@@ -244,3 +244,28 @@ func TestReadSecretFile_TrimsAndRefusesShortSecrets(t *testing.T) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// A receiver that answers with a redirect has not taken the event: the
+// sender does not follow it (a moved webhook must be configured again),
+// and the event waits for its retry.
+func TestWebhook_DoesNotFollowARedirect(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	l := openLedger(t, filepath.Join(t.TempDir(), "ledger.db"), clk)
+	defer l.Close()
+	elsewhere := newReceiver(t, nil)
+	moved := httptest.NewServer(http.RedirectHandler(elsewhere.srv.URL, http.StatusTemporaryRedirect))
+	defer moved.Close()
+	addEvent(t, l, ledger.EventChangeFailed, "")
+	w := &notify.Webhook{URL: moved.URL, Secret: secret, Now: clk.Now}
+	if n, err := w.Deliver(context.Background(), l); err != nil || n != 0 {
+		t.Fatalf("Deliver = %d, %v; want the attempt to fail", n, err)
+	}
+	if got := elsewhere.deliveries(); len(got) != 0 {
+		t.Fatalf("the redirect was followed: %d requests reached its target", len(got))
+	}
+	events, err := l.Events(context.Background(), ledger.EventFilter{Undelivered: true})
+	if err != nil || len(events) != 1 || !strings.Contains(events[0].LastError, "307") {
+		t.Fatalf("the event after a redirect: %+v, %v; want it undelivered with the status recorded", events, err)
+	}
+}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,76 +19,39 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// person is one signed-in browser of the dashboard, over real HTTP.
-type person struct {
-	t      *testing.T
-	base   string
-	client *http.Client
-}
-
-func signInAs(t *testing.T, base, token string) *person {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	p := &person{t: t, base: base, client: &http.Client{Jar: jar}}
-	resp, err := p.client.Get(base + "/login?token=" + url.QueryEscape(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("login: %s", resp.Status)
-	}
-	return p
-}
-
-func (p *person) get(path string) string {
-	p.t.Helper()
-	resp, err := p.client.Get(p.base + path)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		p.t.Fatalf("GET %s: %s\n%s", path, resp.Status, body)
-	}
-	return string(body)
-}
-
-// post sends a form as the dashboard's own page would, and returns the
-// status of the answer (after redirects).
-func (p *person) post(path string, form url.Values) int {
-	p.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, p.base+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-// decide opens the approval's page, as a person following the link, and
-// approves or declines it with the page's form.
-func (p *person) decide(approvalID, verdict, note string) {
-	p.t.Helper()
-	page := p.get("/approvals/" + approvalID)
-	m := csrfField.FindStringSubmatch(page)
-	if m == nil {
-		p.t.Fatalf("the approval's page has no form:\n%s", page)
+// decide opens the approval's page in b, as a person following the link,
+// and approves or declines it with the page's form, after checking that a
+// POST without the page's CSRF token is refused (403). It returns what
+// went wrong instead of failing the test, so that it can run on the
+// goroutine that answers the client's progress notifications.
+func decide(b *browser, approvalID, verdict, note string) error {
+	resp, err := b.c.Get(b.base + "/approvals/" + approvalID)
+	if err != nil {
+		return err
 	}
-	// Without the page's CSRF token the dashboard refuses and decides
-	// nothing.
-	if code := p.post("/approvals/"+approvalID+"/"+verdict, url.Values{"note": {note}}); code != http.StatusForbidden {
-		p.t.Fatalf("%s without csrf: %d, want 403", verdict, code)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := csrfField.FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		return fmt.Errorf("the approval's page: %s, no form:\n%s", resp.Status, page)
 	}
-	if code := p.post("/approvals/"+approvalID+"/"+verdict, url.Values{"csrf": {m[1]}, "note": {note}}); code != http.StatusOK {
-		p.t.Fatalf("%s: %d", verdict, code)
+	for _, form := range []url.Values{{"note": {note}}, {"csrf": {string(m[1])}, "note": {note}}} {
+		resp, err := b.c.PostForm(b.base+"/approvals/"+approvalID+"/"+verdict, form)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		want := http.StatusOK
+		if form.Get("csrf") == "" {
+			want = http.StatusForbidden // and nothing decided
+		}
+		if resp.StatusCode != want {
+			return fmt.Errorf("%s (csrf sent: %v): %s, want %d", verdict, form.Get("csrf") != "", resp.Status, want)
+		}
 	}
+	return nil
 }
 
 // The whole of person approval over real transports: an agent's client
@@ -112,15 +75,12 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	var (
 		once     sync.Once
 		approval string
-		decided  = make(chan struct{})
-		ana      *person
+		decided  = make(chan error, 1)
+		ana      *browser
 	)
 	progress := func(context.Context, *mcp.ProgressNotificationClientRequest) {
 		once.Do(func() { // ana follows the link while the apply waits
-			go func() {
-				defer close(decided)
-				ana.decide(approval, "approve", "looks right")
-			}()
+			go func() { decided <- decide(ana, approval, "approve", "looks right") }()
 		})
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "no-elicitation", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: progress})
@@ -131,7 +91,7 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	defer cs.Close()
 	line := stderr.WaitLine(t, "settings: dashboard: ", 10*time.Second)
 	base, _, _ := strings.Cut(strings.TrimSpace(line), "/login")
-	ana = signInAs(t, base, anaToken)
+	ana = signIn(t, base+"/login?token="+url.QueryEscape(anaToken))
 
 	preview := func(value string) (map[string]any, string) {
 		t.Helper()
@@ -149,7 +109,7 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	}
 	out, id := preview("dark")
 	approval = id
-	if page := ana.get("/approvals"); !strings.Contains(page, id) {
+	if page := ana.get(t, "/approvals"); !strings.Contains(page, id) {
 		t.Fatalf("the waiting approval is not on /approvals:\n%s", page)
 	}
 	// Before anyone decides, the apply waits its ApprovalWait (20 s) and
@@ -165,7 +125,9 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 	params := &mcp.CallToolParams{Name: "apply_change", Arguments: map[string]any{"change_id": out["change_id"], "confirmation_token": out["confirmation_token"]}}
 	params.SetProgressToken("apply")
 	res, err = cs.CallTool(ctx, params)
-	<-decided
+	if err := <-decided; err != nil {
+		t.Fatalf("ana's approval in the dashboard: %v", err)
+	}
 	if err != nil || res.IsError || res.StructuredContent.(map[string]any)["status"] != "applied" {
 		t.Fatalf("the apply that waited for ana: %v %+v", err, res)
 	}
@@ -191,7 +153,9 @@ func TestPerson_OverStdioAPersonApprovesInTheDashboard(t *testing.T) {
 
 	// A change ana declines ends declined, and the agent reads who and why.
 	out, id = preview("light")
-	ana.decide(id, "decline", "keep it dark")
+	if err := decide(ana, id, "decline", "keep it dark"); err != nil {
+		t.Fatal(err)
+	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "apply_change", Arguments: map[string]any{"change_id": out["change_id"], "confirmation_token": out["confirmation_token"]}})
 	if err != nil || !res.IsError {
 		t.Fatalf("apply of a declined change: %v %+v", err, res)

@@ -47,7 +47,7 @@ func TestQueryPlans_ApprovalsAndOutboxUseTheirIndexes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		query, args := tc.query()
-		plan := explainPlan(t, b, query, args)
+		plan := explain(t, b.DB(), query, args)
 		if !strings.Contains(plan+" ", " "+tc.index+" ") {
 			t.Errorf("%s: plan does not use %s:\n%s\nquery: %s", tc.name, tc.index, plan, query)
 		}
@@ -57,27 +57,4 @@ func TestQueryPlans_ApprovalsAndOutboxUseTheirIndexes(t *testing.T) {
 			}
 		}
 	}
-}
-
-// explainPlan is SQLite's EXPLAIN QUERY PLAN of query, a line per step.
-func explainPlan(t *testing.T, b *Backend, query string, args []any) string {
-	t.Helper()
-	rows, err := b.DB().Query("EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		t.Fatalf("explain %s: %v", query, err)
-	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
 }
