@@ -43,13 +43,13 @@ type backend interface {
 	ListChanges(ctx context.Context, q querier, f ChangeFilter) ([]*Change, error)
 	CountChanges(ctx context.Context, q querier, f ChangeFilter) (int, error)
 	TallyChanges(ctx context.Context, q querier, f ChangeFilter) ([]Tally, error)
-	DeleteChanges(ctx context.Context, q querier, ids []string, statuses []Status) (int, error)
+	DeleteChanges(ctx context.Context, q querier, ids []string, statuses []Status) (rows, entries int, err error)
 
 	InsertRun(ctx context.Context, q querier, r *Run) error
 	GetRun(ctx context.Context, q querier, id string) (*Run, error)
 	UpdateRun(ctx context.Context, q querier, r *Run, from RunStatus) error
 	ListRuns(ctx context.Context, q querier, f RunFilter) ([]*Run, error)
-	DeleteRuns(ctx context.Context, q querier, ids []string) (int, error)
+	DeleteRuns(ctx context.Context, q querier, ids []string) (rows, entries int, err error)
 
 	PrunableChanges(ctx context.Context, q querier, f PruneFilter) ([]PrunableChange, error)
 	PrunableRuns(ctx context.Context, q querier, f PruneFilter) ([]PrunableRun, error)
@@ -59,6 +59,9 @@ type backend interface {
 
 	AppendHistory(ctx context.Context, q querier, e HistoryEntry) error
 	ListHistory(ctx context.Context, q querier, f HistoryFilter) ([]HistoryEntry, error)
+	ChainHead(ctx context.Context, q querier) (Link, error)
+	ListPrunedLinks(ctx context.Context, q querier, after int64, limit int) ([]Link, error)
+	BeginSnapshot(ctx context.Context) (*sql.Tx, error)
 
 	InsertApproval(ctx context.Context, q querier, a *Approval) error
 	GetApproval(ctx context.Context, q querier, id string) (*Approval, error)

@@ -18,8 +18,9 @@ import (
 // the ledger itself: a prune (To is [HistoryPruned]), appended before the
 // rows it deletes in the same transaction.
 type HistoryEntry struct {
-	// Seq orders the entries: it grows with every entry appended. Two
-	// transitions of one row are always in the order they committed.
+	// Seq orders the entries: it grows with every entry appended, in the
+	// order their transactions committed, and is never handed out twice
+	// (a pruned entry keeps its number, see [Link]).
 	Seq int64
 	// At is when the transition happened: the row's UpdatedAt (its
 	// CreatedAt for a new row).
@@ -51,6 +52,13 @@ type HistoryEntry struct {
 	// change that failed (e.g. "state_changed"), or an operator's note
 	// when one reconciled the row. Never a payload, token or digest.
 	Note string
+	// Removed, on a prune's entry, is how many history entries its
+	// transaction deleted with the rows they describe (their links stay:
+	// see [Ledger.Verify]); 0 on every other entry.
+	Removed int
+	// Hash chains the entry to the entries before it (see [HistoryHash]):
+	// the ledger sets it, with Seq, when the transaction commits.
+	Hash Hash
 }
 
 // HistoryPruned is the To of the entry a prune appends: ChangeID and
@@ -129,12 +137,14 @@ func runEntry(r *Run, from RunStatus, override *actor) HistoryEntry {
 // an operator reconciling a change or a run.
 type actor struct{ by, note string }
 
-// appendHistory appends e in the transaction. Its time is the row's, set
-// by whoever made the transition; the ledger's clock stands in only when
-// the row had none (a prune's entry, a row written without times).
+// appendHistory appends e to the transaction's history, which its commit
+// numbers, chains and writes (see Tx.seal). Its time is the row's, set by
+// whoever made the transition; the ledger's clock stands in only when the
+// row had none (a prune's entry, a row written without times).
 func (tx *Tx) appendHistory(e HistoryEntry) error {
 	if e.At.IsZero() {
 		e.At = tx.l.now()
 	}
-	return tx.b.AppendHistory(tx.ctx, tx.tx, e)
+	tx.entries = append(tx.entries, e)
+	return nil
 }

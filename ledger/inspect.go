@@ -104,27 +104,38 @@ func (l *Ledger) CheckWith(ctx context.Context, opts CheckOptions) ([]string, er
 func (l *Ledger) checkRows(ctx context.Context, progress func(string, int, int)) ([]string, error) {
 	reached := map[string]string{} // change or run ID → its last entry's status
 	read := 0
-	for page, err := range l.historyPages(ctx, HistoryFilter{}) {
+	for page, err := range l.historyPages(ctx, l.b.DB(), HistoryFilter{}) {
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range page {
-			switch {
-			case e.ApprovalID != "":
-				// About an approval, not about the row it names.
-			case e.ChangeID != "":
-				reached[e.ChangeID] = e.To
-			case e.RunID != "":
-				reached[e.RunID] = e.To
-			}
+			reach(reached, e)
 		}
 		read += len(page)
 		progress("history", read, 0)
 	}
+	return l.checkAgainst(ctx, l.b.DB(), reached, progress)
+}
+
+// reach records in reached the status e leaves its change or run in.
+func reach(reached map[string]string, e HistoryEntry) {
+	switch {
+	case e.ApprovalID != "":
+		// About an approval, not about the row it names.
+	case e.ChangeID != "":
+		reached[e.ChangeID] = e.To
+	case e.RunID != "":
+		reached[e.RunID] = e.To
+	}
+}
+
+// checkAgainst checks the invariants of every run and change in q, each
+// against reached, the status the last history entry of each row reached.
+func (l *Ledger) checkAgainst(ctx context.Context, q querier, reached map[string]string, progress func(string, int, int)) ([]string, error) {
 	var problems []string
 	known := map[string]bool{}
-	read = 0
-	for page, err := range l.runPages(ctx, RunFilter{}) {
+	read := 0
+	for page, err := range l.runPages(ctx, q, RunFilter{}) {
 		if err != nil {
 			return problems, err
 		}
@@ -136,9 +147,9 @@ func (l *Ledger) checkRows(ctx context.Context, progress func(string, int, int))
 		progress("runs", read, 0)
 	}
 	now := l.now()
-	changes, _ := l.b.CountChanges(ctx, l.b.DB(), ChangeFilter{}) // for progress only: 0 if it fails
+	changes, _ := l.b.CountChanges(ctx, q, ChangeFilter{}) // for progress only: 0 if it fails
 	read = 0
-	for page, err := range l.changePages(ctx, ChangeFilter{}) {
+	for page, err := range l.changePages(ctx, q, ChangeFilter{}) {
 		if err != nil {
 			return problems, err
 		}
@@ -174,7 +185,7 @@ func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func
 		}
 	}
 	read := 0
-	for page, err := range l.historyPages(ctx, HistoryFilter{Since: since}) {
+	for page, err := range l.historyPages(ctx, l.b.DB(), HistoryFilter{Since: since}) {
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +196,7 @@ func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func
 		read += len(page)
 		progress("history", read, 0)
 	}
-	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Applying, Undoing}}) {
+	for page, err := range l.changePages(ctx, l.b.DB(), ChangeFilter{Statuses: []Status{Applying, Undoing}}) {
 		if err != nil {
 			return nil, err
 		}

@@ -67,6 +67,10 @@ type Tx struct {
 	// override names who makes the next transition, for the moves an
 	// operator makes (Reconcile), which the row cannot tell.
 	override *actor
+
+	// entries are the history entries of the transaction's transitions,
+	// written by Commit (see seal).
+	entries []HistoryEntry
 }
 
 // end gives back the write turn, then ends the backend's transaction,
@@ -329,6 +333,10 @@ func (l *Ledger) begin(ctx context.Context, lazy bool) (*Tx, error) {
 // Commit commits a transaction from Begin. It returns once the commit is
 // as durable as the ledger's [Durability] asks.
 func (tx *Tx) Commit() error {
+	if err := tx.seal(); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	err := tx.tx.Commit()
 	if err != nil {
 		_ = tx.end(false)
@@ -442,7 +450,7 @@ func (l *Ledger) expireStale(ctx context.Context, dryRun bool) ([]string, error)
 	var ids []string
 	// A page of pending changes at a time: those it expires leave the
 	// filter behind the cursor, which the next page starts from.
-	for page, err := range l.changePages(ctx, ChangeFilter{Statuses: []Status{Pending}}) {
+	for page, err := range l.changePages(ctx, l.b.DB(), ChangeFilter{Statuses: []Status{Pending}}) {
 		if err != nil {
 			return ids, err
 		}

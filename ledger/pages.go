@@ -24,25 +24,25 @@ func pages[T any](next func() ([]T, error), from func(last T)) iter.Seq2[[]T, er
 	}
 }
 
-// changePages yields the changes f selects, newest first, a page at a time
+// changePages yields the changes f selects in q, newest first, a page at a time
 // (f's own Limit and Before are replaced).
-func (l *Ledger) changePages(ctx context.Context, f ChangeFilter) iter.Seq2[[]*Change, error] {
+func (l *Ledger) changePages(ctx context.Context, q querier, f ChangeFilter) iter.Seq2[[]*Change, error] {
 	f.Limit, f.Before = scanPage, nil
-	return pages(func() ([]*Change, error) { return l.b.ListChanges(ctx, l.b.DB(), f) },
+	return pages(func() ([]*Change, error) { return l.b.ListChanges(ctx, q, f) },
 		func(c *Change) { f.Before = &ChangeKey{CreatedAt: c.CreatedAt, ID: c.ID} })
 }
 
 // runPages yields the runs f selects, newest first, a page at a time.
-func (l *Ledger) runPages(ctx context.Context, f RunFilter) iter.Seq2[[]*Run, error] {
+func (l *Ledger) runPages(ctx context.Context, q querier, f RunFilter) iter.Seq2[[]*Run, error] {
 	f.Limit, f.Before = scanPage, nil
-	return pages(func() ([]*Run, error) { return l.b.ListRuns(ctx, l.b.DB(), f) },
+	return pages(func() ([]*Run, error) { return l.b.ListRuns(ctx, q, f) },
 		func(r *Run) { f.Before = &ChangeKey{CreatedAt: r.CreatedAt, ID: r.ID} })
 }
 
 // historyPages yields the history entries f selects, oldest first, a page
 // at a time (f's own Limit and After are replaced).
-func (l *Ledger) historyPages(ctx context.Context, f HistoryFilter) iter.Seq2[[]HistoryEntry, error] {
+func (l *Ledger) historyPages(ctx context.Context, q querier, f HistoryFilter) iter.Seq2[[]HistoryEntry, error] {
 	f.Limit, f.After = scanPage, 0
-	return pages(func() ([]HistoryEntry, error) { return l.b.ListHistory(ctx, l.b.DB(), f) },
+	return pages(func() ([]HistoryEntry, error) { return l.b.ListHistory(ctx, q, f) },
 		func(e HistoryEntry) { f.After = e.Seq })
 }

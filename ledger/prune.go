@@ -213,11 +213,11 @@ func (l *Ledger) deleteChanges(ctx context.Context, ids []string, statuses []Sta
 			}
 		}
 		err := l.WithTx(ctx, func(tx *Tx) error {
-			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d changes", len(batch))); err != nil {
+			n, entries, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
+			if err != nil {
 				return err
 			}
-			_, err := l.b.DeleteChanges(ctx, tx.tx, batch, statuses)
-			return err
+			return tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned %d changes", n), entries)
 		})
 		if err != nil {
 			return err
@@ -241,11 +241,11 @@ func (l *Ledger) deleteRuns(ctx context.Context, ids []string, opts PruneOptions
 			return gone, err
 		}
 		err := l.WithTx(ctx, func(tx *Tx) error {
-			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned up to %d runs left with no changes", len(batch))); err != nil {
+			n, entries, err := l.b.DeleteRuns(ctx, tx.tx, batch)
+			if err != nil {
 				return err
 			}
-			n, err := l.b.DeleteRuns(ctx, tx.tx, batch)
-			if err != nil {
+			if err := tx.appendPruneEntry(opts.By, fmt.Sprintf("pruned %d runs left with no changes", n), entries); err != nil {
 				return err
 			}
 			if n == len(batch) {
@@ -277,12 +277,13 @@ func (l *Ledger) yield(ctx context.Context) error {
 	return c.Yield(ctx)
 }
 
-// appendPruneEntry appends the history entry of a prune transaction, before
-// it deletes anything: appended first, its Seq is above every entry the
-// transaction deletes, so the numbering never goes back (see
-// HistoryPruned).
-func (tx *Tx) appendPruneEntry(by, note string) error {
-	return tx.appendHistory(HistoryEntry{To: HistoryPruned, By: by, Note: note})
+// appendPruneEntry appends the history entry of a prune transaction, which
+// deleted removed history entries with its rows (see HistoryPruned and
+// HistoryEntry.Removed). Its Seq comes after every link of the chain,
+// those of the entries just deleted included, so the numbering never goes
+// back.
+func (tx *Tx) appendPruneEntry(by, note string, removed int) error {
+	return tx.appendHistory(HistoryEntry{To: HistoryPruned, By: by, Note: note, Removed: removed})
 }
 
 // deletedRuns returns the IDs among ids that no longer exist.

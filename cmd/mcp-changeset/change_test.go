@@ -140,7 +140,7 @@ func TestPrune_DeletesOnlyFinishedRowsOlderThanCutoff(t *testing.T) {
 			pruned = append(pruned, e.Note)
 		}
 	}
-	if !slices.Equal(pruned, []string{"pruned up to 3 changes", "pruned up to 1 runs left with no changes"}) {
+	if !slices.Equal(pruned, []string{"pruned 3 changes", "pruned 1 runs left with no changes"}) {
 		t.Errorf("prune entries in the log: %q", pruned)
 	}
 	want(t, runL(t, f.path, "runs"), exitOK, f.ids["run"])

@@ -45,11 +45,15 @@ type historyView struct {
 	// then the approval's statuses (waiting, approved, declined, expired,
 	// used), not the change's or run's.
 	ApprovalID string `json:"approval_id"`
+	// Removed is, on a prune's entry, how many entries it deleted.
+	Removed int `json:"removed"`
+	// Hash chains the entry to the ones before it (mcp-changeset verify).
+	Hash string `json:"hash"`
 }
 
 func viewHistory(e ledger.HistoryEntry) historyView {
 	return historyView{Seq: e.Seq, At: jsonTime(e.At), ChangeID: e.ChangeID, RunID: e.RunID,
-		From: e.From, To: e.To, By: e.By, Note: e.Note, ApprovalID: e.ApprovalID}
+		From: e.From, To: e.To, By: e.By, Note: e.Note, ApprovalID: e.ApprovalID, Removed: e.Removed, Hash: e.Hash.String()}
 }
 
 // statusCell is a status of entry e for a human table: an approval's
@@ -162,7 +166,7 @@ Options:
 	--after SEQ    only the entries after sequence number SEQ
 	--limit N      print at most N entries (default ` + strconv.Itoa(defaultLimit) + `); 0 prints all
 	--json         print one JSON object per line: seq, at, change_id,
-	               run_id, from, to, by, note, approval_id
+	               run_id, from, to, by, note, approval_id, removed, hash
 	--ledger L     the ledger (default $` + LedgerEnv + `)
 
 Examples:

@@ -14,7 +14,7 @@ import (
 )
 
 // historyFields are the JSON field names of a log line (docs/cli.md).
-var historyFields = []string{"approval_id", "at", "by", "change_id", "from", "note", "run_id", "seq", "to"}
+var historyFields = []string{"approval_id", "at", "by", "change_id", "from", "hash", "note", "removed", "run_id", "seq", "to"}
 
 // logLines parses log --json output: one JSON object per line, each with
 // exactly historyFields.

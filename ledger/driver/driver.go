@@ -105,8 +105,10 @@ type Backend interface {
 	// are ignored) by action and status, without reading them.
 	TallyChanges(ctx context.Context, q Querier, f ledger.ChangeFilter) ([]ledger.Tally, error)
 	// DeleteChanges deletes the changes with the given IDs whose status is
-	// still one of statuses and reports how many it deleted.
-	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []ledger.Status) (int, error)
+	// still one of statuses, with their history entries, and reports how
+	// many changes and entries it deleted. It keeps the link (Seq and
+	// Hash) of each entry it deletes, for ListPrunedLinks.
+	DeleteChanges(ctx context.Context, q Querier, ids []string, statuses []ledger.Status) (rows, entries int, err error)
 
 	// InsertRun stores a new run. It fails if the ID exists.
 	InsertRun(ctx context.Context, q Querier, r *ledger.Run) error
@@ -118,8 +120,10 @@ type Backend interface {
 	// ListRuns returns the runs that match f, newest first.
 	ListRuns(ctx context.Context, q Querier, f ledger.RunFilter) ([]*ledger.Run, error)
 	// DeleteRuns deletes the runs with the given IDs that no change refers
-	// to any more and reports how many it deleted.
-	DeleteRuns(ctx context.Context, q Querier, ids []string) (int, error)
+	// to any more, with their history entries, and reports how many runs
+	// and entries it deleted, keeping each entry's link as DeleteChanges
+	// does.
+	DeleteRuns(ctx context.Context, q Querier, ids []string) (rows, entries int, err error)
 
 	// PrunableChanges returns the changes f selects (see
 	// ledger.PruneFilter), newest first as ListChanges orders them, with
@@ -141,12 +145,28 @@ type Backend interface {
 	// returns the value now stored.
 	SetMetaIfAbsent(ctx context.Context, q Querier, key string, value []byte) ([]byte, error)
 
-	// AppendHistory appends e to the history (its Seq is assigned by the
-	// database and ignored here). The ledger calls it in the transaction
-	// of every transition; nothing else should.
+	// AppendHistory stores e, every field as given: the ledger numbers
+	// and hashes it (Seq, Hash) after ChainHead, when the transaction of
+	// a transition commits; nothing else should call it.
 	AppendHistory(ctx context.Context, q Querier, e ledger.HistoryEntry) error
-	// ListHistory returns the entries f selects, oldest first (by Seq).
+	// ListHistory returns the entries f selects, oldest first (by Seq),
+	// with their Hash (the zero Hash when the stored one is missing or
+	// not 32 bytes).
 	ListHistory(ctx context.Context, q Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error)
+	// ChainHead locks the history's chain until q's transaction ends,
+	// where writers of other transactions could otherwise append at the
+	// same time (PostgreSQL; on SQLite the write transaction holds the
+	// lock already), and returns its newest link: the entry, or the link
+	// of a pruned entry, with the highest Seq; the zero Link when there
+	// is none.
+	ChainHead(ctx context.Context, q Querier) (ledger.Link, error)
+	// ListPrunedLinks returns up to limit links of pruned entries (see
+	// DeleteChanges) with a Seq above after, lowest Seq first.
+	ListPrunedLinks(ctx context.Context, q Querier, after int64, limit int) ([]ledger.Link, error)
+	// BeginSnapshot starts a read-only transaction that sees one
+	// consistent state of the ledger for as long as it lasts, and takes
+	// no write lock: Ledger.Verify reads the chain in it.
+	BeginSnapshot(ctx context.Context) (*sql.Tx, error)
 
 	// InsertApproval stores a new approval. It fails if the ID exists.
 	InsertApproval(ctx context.Context, q Querier, a *ledger.Approval) error

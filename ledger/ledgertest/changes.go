@@ -529,7 +529,7 @@ func testChangeDelete(t *testing.T, h Harness) {
 		c.Status, c.AppliedAt, c.RunID = st, sec(i), "run_a"
 		insertChanges(t, l, c)
 	}
-	n, err := b.DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_2", "chg_3", "chg_missing"}, []ledger.Status{ledger.Expired, ledger.Pending})
+	n, _, err := b.DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_2", "chg_3", "chg_missing"}, []ledger.Status{ledger.Expired, ledger.Pending})
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteChanges = %d, %v; want 2", n, err)
 	}
@@ -545,12 +545,12 @@ func testChangeDelete(t *testing.T, h Harness) {
 		{[]string{}, []ledger.Status{ledger.Applied}},
 		{[]string{"chg_2"}, []ledger.Status{ledger.Undone}},
 	} {
-		if n, err := b.DeleteChanges(ctx, l.DB(), tc.ids, tc.statuses); n != 0 || err != nil {
+		if n, _, err := b.DeleteChanges(ctx, l.DB(), tc.ids, tc.statuses); n != 0 || err != nil {
 			t.Errorf("DeleteChanges(%v, %v) = %d, %v; want 0", tc.ids, tc.statuses, n, err)
 		}
 	}
 	err = l.WithTx(ctx, func(tx *ledger.Tx) error {
-		n, err := b.DeleteChanges(ctx, tx.SQL(), []string{"chg_2", "chg_4"}, []ledger.Status{ledger.Applied, ledger.Undone})
+		n, _, err := b.DeleteChanges(ctx, tx.SQL(), []string{"chg_2", "chg_4"}, []ledger.Status{ledger.Applied, ledger.Undone})
 		if err == nil && n != 2 {
 			t.Errorf("DeleteChanges in a transaction = %d, want 2", n)
 		}
@@ -581,7 +581,7 @@ func testChangeDeleteMany(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), ids, []ledger.Status{ledger.Pending})
+	n, _, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), ids, []ledger.Status{ledger.Pending})
 	if err != nil || n != len(ids) {
 		t.Fatalf("DeleteChanges = %d, %v; want %d", n, err, len(ids))
 	}

@@ -282,7 +282,7 @@ func testDeleteRunRacesJoin(t *testing.T, h Harness) {
 	}
 	deleted := make(chan result, 1)
 	go func() {
-		n, err := driver.BackendOf(l).DeleteRuns(ctx, l.DB(), []string{"run_1"})
+		n, _, err := driver.BackendOf(l).DeleteRuns(ctx, l.DB(), []string{"run_1"})
 		deleted <- result{n, err}
 	}()
 	// Give the delete time to reach the lock; it is correct either way.

@@ -161,8 +161,9 @@ func testHistoryRollback(t *testing.T, h Harness) {
 		if err := tx.UpdateChange(c, ledger.Pending); err != nil {
 			return err
 		}
-		if got, err := driver.BackendOf(l).ListHistory(ctx, tx.SQL(), ledger.HistoryFilter{}); err != nil || len(got) != 3 {
-			return fmt.Errorf("inside the transaction, the history holds %d entries (%v), want 3", len(got), err)
+		// The entries are numbered, chained and written by the commit.
+		if got, err := driver.BackendOf(l).ListHistory(ctx, tx.SQL(), ledger.HistoryFilter{}); err != nil || len(got) != 0 {
+			return fmt.Errorf("inside the transaction, the history holds %d entries (%v), want none before the commit", len(got), err)
 		}
 		return boom
 	})
@@ -381,7 +382,7 @@ func testHistoryPrune(t *testing.T, h Harness) {
 	after := history(t, l, ledger.HistoryFilter{},
 		entry{t0, "chg_kept", "", "", "pending", "", ""},
 		entry{sec(120), "chg_kept", "", "pending", "expired", "", ""},
-		entry{sec(10 * 86400), "", "", "", ledger.HistoryPruned, "operator:dan", "pruned up to 1 changes"})
+		entry{sec(10 * 86400), "", "", "", ledger.HistoryPruned, "operator:dan", "pruned 1 changes"})
 	if after[2].Seq <= before[len(before)-1].Seq {
 		t.Errorf("the prune's entry has seq %d, not above the last entry before it (%d)", after[2].Seq, before[len(before)-1].Seq)
 	}

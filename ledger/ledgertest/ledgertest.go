@@ -68,6 +68,7 @@ func Exercise(t *testing.T, h Harness) {
 	t.Run("Durability", func(t *testing.T) { ExerciseDurability(t, h) })
 	t.Run("Approvals", func(t *testing.T) { exerciseApprovals(t, h) })
 	t.Run("Outbox", func(t *testing.T) { exerciseOutbox(t, h) })
+	t.Run("Chain", func(t *testing.T) { exerciseChain(t, h) })
 }
 
 // test is one subtest of the suite.

@@ -237,7 +237,7 @@ func testChangeDependsOn(t *testing.T, h Harness) {
 	}
 	// Deleted (as Prune deletes), a change no longer depends on anything,
 	// even if a new change takes its ID.
-	if n, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_5"}, []ledger.Status{ledger.Expired}); err != nil || n != 2 {
+	if n, _, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), []string{"chg_1", "chg_5"}, []ledger.Status{ledger.Expired}); err != nil || n != 2 {
 		t.Fatalf("DeleteChanges = %d, %v", n, err)
 	}
 	add("chg_1", sec(6), nil)

@@ -460,7 +460,7 @@ func testPruneRunBatches(t *testing.T, h Harness) {
 			notes = append(notes, e.Note)
 		}
 	}
-	want := []string{"pruned up to 2 runs left with no changes", "pruned up to 2 runs left with no changes", "pruned up to 1 runs left with no changes"}
+	want := []string{"pruned 2 runs left with no changes", "pruned 2 runs left with no changes", "pruned 1 runs left with no changes"}
 	if !slices.Equal(notes, want) {
 		t.Errorf("prune entries %q, want %q", notes, want)
 	}

@@ -252,20 +252,20 @@ func testRunDelete(t *testing.T, h Harness) {
 		ch.RunID = c.run
 		insertChanges(t, l, ch)
 	}
-	if n, err := b.DeleteRuns(ctx, l.DB(), []string{"run_a", "run_b", "run_missing"}); n != 0 || err != nil {
+	if n, _, err := b.DeleteRuns(ctx, l.DB(), []string{"run_a", "run_b", "run_missing"}); n != 0 || err != nil {
 		t.Errorf("DeleteRuns of runs with changes = %d, %v; want 0", n, err)
 	}
-	if n, err := b.DeleteRuns(ctx, l.DB(), nil); n != 0 || err != nil {
+	if n, _, err := b.DeleteRuns(ctx, l.DB(), nil); n != 0 || err != nil {
 		t.Errorf("DeleteRuns(nil) = %d, %v; want 0", n, err)
 	}
-	if n, err := b.DeleteChanges(ctx, l.DB(), []string{"chg_a"}, []ledger.Status{ledger.Pending}); n != 1 || err != nil {
+	if n, _, err := b.DeleteChanges(ctx, l.DB(), []string{"chg_a"}, []ledger.Status{ledger.Pending}); n != 1 || err != nil {
 		t.Fatalf("DeleteChanges = %d, %v", n, err)
 	}
-	if n, err := b.DeleteRuns(ctx, l.DB(), []string{"run_a", "run_b", "run_c"}); n != 2 || err != nil {
+	if n, _, err := b.DeleteRuns(ctx, l.DB(), []string{"run_a", "run_b", "run_c"}); n != 2 || err != nil {
 		t.Errorf("DeleteRuns = %d, %v; want 2 (run_a, run_c)", n, err)
 	}
 	err := l.WithTx(ctx, func(tx *ledger.Tx) error {
-		n, err := b.DeleteRuns(ctx, tx.SQL(), []string{"run_a", "run_b", "run_c"})
+		n, _, err := b.DeleteRuns(ctx, tx.SQL(), []string{"run_a", "run_b", "run_c"})
 		if err == nil && n != 0 {
 			t.Errorf("DeleteRuns in a transaction = %d, want 0", n)
 		}

@@ -240,7 +240,7 @@ func testSearchActorsFollowUpdates(t *testing.T, h Harness) {
 	update("applier cleared and undoer set to the same actor", a, ledger.Applied)
 	a.Status, a.UndoneBy = ledger.Undone, ""
 	update("undoer cleared", a, ledger.Undoing)
-	if n, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), []string{"chg_b"}, []ledger.Status{ledger.Undone}); err != nil || n != 1 {
+	if n, _, err := driver.BackendOf(l).DeleteChanges(ctx, l.DB(), []string{"chg_b"}, []ledger.Status{ledger.Undone}); err != nil || n != 1 {
 		t.Fatalf("delete chg_b: %d, %v", n, err)
 	}
 	check("deleted")

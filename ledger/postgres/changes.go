@@ -84,23 +84,46 @@ func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.C
 }
 
 // DeleteChanges deletes the changes with the given IDs whose status is
-// still one of statuses, and reports how many it deleted. IDs that match
-// nothing are ignored. A row that another transaction is changing is
-// waited for and judged by the status it is left in.
-func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (int, error) {
+// still one of statuses, with their history entries, whose links it keeps
+// (ledger_history_pruned), and reports how many changes and entries it
+// deleted. IDs that match nothing are ignored. A row that another
+// transaction is changing is waited for and judged by the status it is
+// left in.
+func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (rows, entries int, err error) {
 	if len(ids) == 0 || len(statuses) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	const op = "delete changes from"
-	res, err := q.ExecContext(ctx, b.sql.deleteChanges, ids, stringSlice(statuses))
+	err = inTx(ctx, q, func(q driver.Querier) error {
+		gone, err := returnedIDs(q.QueryContext(ctx, b.sql.deleteChanges, ids, stringSlice(statuses)))
+		if err != nil {
+			return err
+		}
+		rows = len(gone)
+		entries, err = affected(q.ExecContext(ctx, b.sql.unlinkChanges, gone))
+		return err
+	})
+	return rows, entries, b.interpretError("delete changes from", err)
+}
+
+// returnedIDs reads the ids a statement's RETURNING id gave.
+func returnedIDs(rows *sql.Rows, err error) ([]string, error) {
 	if err != nil {
-		return 0, b.interpretError(op, err)
+		return nil, err
+	}
+	return sqlval.ScanAll(rows, func(s sqlval.Scanner) (string, error) {
+		var id string
+		err := s.Scan(&id)
+		return id, err
+	})
+}
+
+// affected returns how many rows a statement's result wrote.
+func affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
 	}
 	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, b.interpretError(op, err)
-	}
-	return int(n), nil
+	return int(n), err
 }
 
 // casResult interprets the result of a compare-and-set UPDATE of the row

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/ledger/driver"
@@ -12,6 +14,38 @@ import (
 func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {
 	_, err := q.ExecContext(ctx, b.sql.appendHistory, sqlval.HistoryArgs(e)...)
 	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
+}
+
+// chainLockClass is the first key of the chain's advisory lock: "MCCH" in
+// ASCII; the second is lockID(schema), as the migration's lock has.
+const chainLockClass int32 = 0x4D434348
+
+// ChainHead takes the chain's lock, a transaction-scoped advisory lock of
+// the ledger's schema, so that the transactions that append to the
+// history take turns until each commits, and returns the newest link. At
+// READ COMMITTED the read, a statement after the lock is granted, sees
+// the entries of the transaction that held it before.
+func (b *Backend) ChainHead(ctx context.Context, q driver.Querier) (ledger.Link, error) {
+	const op = "lock the history's chain in"
+	if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, chainLockClass, lockID(b.schema)); err != nil {
+		return ledger.Link{}, b.interpretError(op, err)
+	}
+	link, err := sqlval.ScanLink(q.QueryRowContext(ctx, b.sql.chainHead))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ledger.Link{}, nil
+	}
+	return link, b.interpretError(op, err)
+}
+
+// ListPrunedLinks returns up to limit links of pruned entries above after.
+func (b *Backend) ListPrunedLinks(ctx context.Context, q driver.Querier, after int64, limit int) ([]ledger.Link, error) {
+	const op = "read the links of pruned history entries in"
+	rows, err := q.QueryContext(ctx, b.sql.prunedLinks, after, limit)
+	if err != nil {
+		return nil, b.interpretError(op, err)
+	}
+	out, err := sqlval.ScanAll(rows, sqlval.ScanLink)
+	return out, b.interpretError(op, err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq). It

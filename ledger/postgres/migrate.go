@@ -148,12 +148,21 @@ func (b *Backend) migrate(ctx context.Context, create bool, timeout time.Duratio
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}
+		if m.Version == chainMigration {
+			if err := sqlval.ChainExisting(ctx, tx, dollar); err != nil {
+				return b.interpretError(op+" (migration "+m.Name+")", err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO changeset_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			return b.interpretError(op+" (migration "+m.Name+")", err)
 		}
 	}
 	return b.interpretError(op, tx.Commit())
 }
+
+// chainMigration is the migration after whose SQL Go chains the history
+// already there (sqlval.ChainExisting), in the same transaction.
+const chainMigration = 13
 
 // lockClass is the first key of the migration's advisory lock: "MCCS" in
 // ASCII, the SQLite ledger's application_id.

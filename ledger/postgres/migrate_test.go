@@ -94,3 +94,31 @@ func TestMigrate_UpgradesAVersion2LedgerKeepingItsRows(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrate_ChainsTheHistoryItFinds opens a ledger of schema 12, the
+// last before the hash chain, holding history entries with a gap where a
+// prune deleted some: the upgrade chains every one of them, and drops the
+// history's foreign keys (a prune now deletes entries itself).
+func TestMigrate_ChainsTheHistoryItFinds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db := rawDB(t, dsn)
+	oldLedger(t, db, 12)
+	mustExec(t, db, `INSERT INTO changes (id, action, status, scope_hash, payload, summary, created_at, updated_at, expires_at)
+		VALUES ('chg_old', 'set', 'expired', 's', '{"k":"v"}', 'old change', 1000, 3000, 2000)`)
+	mustExec(t, db, `INSERT INTO ledger_history (seq, at, change_id, from_status, to_status, actor, note) VALUES
+		(3, 1000, 'chg_old', '', 'pending', 'agent:a', ''),
+		(7, 3000, 'chg_old', 'pending', 'expired', '', ''),
+		(9, 4000, NULL, '', 'pruned', 'operator:dan', 'pruned up to 2 changes')`)
+	l, err := ledger.Open(ctx, dsn, ledger.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var keys int
+	if err := db.QueryRow(`SELECT count(*) FROM pg_constraint WHERE conrelid = 'ledger_history'::regclass AND contype = 'f'`).Scan(&keys); err != nil || keys != 0 {
+		t.Errorf("ledger_history keeps %d foreign keys (%v), want none", keys, err)
+	}
+	ledgertest.CheckChainedAfterUpgrade(t, l, 3)
+}

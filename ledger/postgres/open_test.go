@@ -90,7 +90,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 		t.Errorf("refused opens created tables %q or schemas (%d)", got, schemas)
 	}
 	b := open(t, dsn, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_outbox meta runs" {
+	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
 		t.Errorf("tables of a new ledger: %q", got)
 	}
 	if b.Schema() != "public" {
@@ -99,7 +99,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 	var versions string
 	if err := db.QueryRow(`SELECT string_agg(version || ':' || name, ' ' ORDER BY version) FROM changeset_migrations`).Scan(&versions); err != nil ||
 		versions != "1:001_initial.sql 2:002_redaction.sql 3:003_failures_deps_sessions.sql 4:004_history.sql 5:005_prune_entries.sql 6:006_undo_found.sql 7:007_resources.sql 8:008_flat_lists.sql "+
-			"9:009_approvals.sql 10:010_declined.sql 11:011_outbox.sql 12:012_run_started_by.sql" {
+			"9:009_approvals.sql 10:010_declined.sql 11:011_outbox.sql 12:012_run_started_by.sql 13:013_history_chain.sql" {
 		t.Errorf("changeset_migrations: %q %v", versions, err)
 	}
 	// Opened again, with or without create, it is used as it is.
@@ -133,7 +133,7 @@ func TestOpen_RefusesForeignTables(t *testing.T) {
 	}
 	// Asked to create, the ledger goes beside the application's tables.
 	open(t, other, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices ledger_approvals ledger_decisions ledger_history ledger_outbox meta runs" {
+	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
 		t.Errorf("tables: %q", got)
 	}
 }
@@ -181,7 +181,7 @@ func TestOpen_SchemasKeepLedgersApart(t *testing.T) {
 	if _, err := a.DB().ExecContext(ctx, `CREATE TABLE tickets (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_outbox meta runs tickets" {
+	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs tickets" {
 		t.Errorf("tables of server_a: %q", got)
 	}
 	if !strings.Contains(a.Location(), "changeset_schema=server_a") {
@@ -234,7 +234,7 @@ func TestOpen_ReadOnlyWritesNothing(t *testing.T) {
 	if err := r.InsertChange(ctx, r.DB(), c); !errors.Is(err, ledger.ErrReadOnly) {
 		t.Errorf("InsertChange = %v, want ErrReadOnly", err)
 	}
-	if _, err := r.DeleteRuns(ctx, r.DB(), []string{"run_1"}); !errors.Is(err, ledger.ErrReadOnly) {
+	if _, _, err := r.DeleteRuns(ctx, r.DB(), []string{"run_1"}); !errors.Is(err, ledger.ErrReadOnly) {
 		t.Errorf("DeleteRuns = %v, want ErrReadOnly", err)
 	}
 }

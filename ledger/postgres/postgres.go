@@ -53,7 +53,7 @@ import (
 
 // SchemaVersion is the highest version recorded in changeset_migrations of
 // a ledger whose schema is current for this package.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 func init() {
 	open := func(ctx context.Context, target string, opts ledger.OpenOptions) (driver.Backend, error) {
@@ -175,6 +175,13 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
+// BeginSnapshot starts a read-only REPEATABLE READ transaction: one
+// snapshot of the ledger for as long as it lasts, without locks.
+func (b *Backend) BeginSnapshot(ctx context.Context) (*sql.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return tx, b.interpretError("begin a read transaction on", err)
+}
+
 // statements are the backend's SQL with the schema filled in. The schema
 // is an identifier, which SQL cannot take as a parameter: it is validated
 // by parseTarget and quoted here; every value is a parameter.
@@ -185,12 +192,13 @@ type statements struct {
 	tables                                                                sqlval.ChangeTables
 	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
 	getMeta, setMeta                                                      string
-	appendHistory, selectHistory                                          string
+	appendHistory, selectHistory, chainHead, prunedLinks                  string
+	unlinkChanges, unlinkRuns                                             string
 }
 
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps", "{history}", s+".ledger_history")
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps", "{history}", s+".ledger_history", "{pruned}", s+".ledger_history_pruned")
 	return statements{
 		// One statement inserts the change and its change_deps rows
 		// (none when depends_on is NULL), so that neither is ever
@@ -206,7 +214,7 @@ func newStatements(schema string) statements {
 		updateChange: r.Replace(`UPDATE {changes} SET ` + sqlval.Changes.Assignments(dollar) +
 			` WHERE id = ` + dollar(sqlval.Changes.Mutable()+1) + ` AND status = ` + dollar(sqlval.Changes.Mutable()+2)),
 		changeStatus:  r.Replace(`SELECT status FROM {changes} WHERE id = $1`),
-		deleteChanges: r.Replace(`DELETE FROM {changes} WHERE id = ANY($1) AND status = ANY($2)`),
+		deleteChanges: r.Replace(`DELETE FROM {changes} WHERE id = ANY($1) AND status = ANY($2) RETURNING id`),
 		insertRun:     r.Replace(`INSERT INTO {runs} (` + sqlval.Runs.Columns() + `) VALUES (` + placeholders(1, sqlval.Runs.Len()) + `)`),
 		selectRuns:    r.Replace(`SELECT ` + sqlval.Runs.Columns() + ` FROM {runs}`),
 		updateRun: r.Replace(`UPDATE {runs} SET ` + sqlval.Runs.Assignments(dollar) +
@@ -214,10 +222,24 @@ func newStatements(schema string) statements {
 		runStatus: r.Replace(`SELECT status FROM {runs} WHERE id = $1`),
 		lockRuns:  r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
-			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id)`),
+			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id) RETURNING id`),
 		getMeta:       r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
 		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
-		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 8) + `)`),
+		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 11) + `)`),
 		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
+		chainHead: r.Replace(`SELECT seq, hash FROM (
+			(SELECT seq, hash FROM {history} ORDER BY seq DESC LIMIT 1)
+			UNION ALL
+			(SELECT seq, hash FROM {pruned} ORDER BY seq DESC LIMIT 1)) AS heads ORDER BY seq DESC LIMIT 1`),
+		prunedLinks: r.Replace(`SELECT seq, hash FROM {pruned} WHERE seq > $1 ORDER BY seq LIMIT $2`),
+		// A prune deletes rows (DELETE … RETURNING, which waits for a row
+		// another transaction holds and judges it by what that one left),
+		// then moves their history entries' links aside, in a statement
+		// whose fresh snapshot at READ COMMITTED sees every entry
+		// committed before the rows were locked.
+		unlinkChanges: r.Replace(`WITH gone AS (DELETE FROM {history} WHERE change_id = ANY($1) RETURNING seq, hash)
+			INSERT INTO {pruned} (seq, hash) SELECT seq, coalesce(hash, '\x` + strings.Repeat("00", 32) + `'::bytea) FROM gone`),
+		unlinkRuns: r.Replace(`WITH gone AS (DELETE FROM {history} WHERE run_id = ANY($1) RETURNING seq, hash)
+			INSERT INTO {pruned} (seq, hash) SELECT seq, coalesce(hash, '\x` + strings.Repeat("00", 32) + `'::bytea) FROM gone`),
 	}
 }

@@ -35,10 +35,11 @@ type grant struct {
 //   - change_deps: a change's dependencies are INSERTed with it and read
 //     by a run's undo; the foreign key deletes them with the change, as
 //     the table's owner, so no DELETE.
-//   - ledger_history: INSERTed by every transition and by Prune, read by
-//     history pages; its seq takes the sequence's nextval, which needs
-//     USAGE on the sequence. The foreign keys delete entries with their
-//     change or run.
+//   - ledger_history: INSERTed by every transition and by Prune (with the
+//     seq the ledger numbers it), read by history pages, DELETEd by Prune
+//     with the changes and runs they describe.
+//   - ledger_history_pruned: Prune INSERTs the links of the entries it
+//     deletes; Verify reads them.
 //   - meta: the redaction and approval keys are INSERTed once (ON
 //     CONFLICT DO NOTHING) and read; never updated or deleted.
 //   - ledger_approvals: INSERTed when an agent asks, UPDATEd by every
@@ -55,9 +56,9 @@ var grants = []grant{
 	{kind: "TABLE", name: "changes", privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, reader: true},
 	{kind: "TABLE", name: "runs", privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, reader: true},
 	{kind: "TABLE", name: "change_deps", privs: []string{"SELECT", "INSERT"}, reader: true},
-	{kind: "TABLE", name: "ledger_history", privs: []string{"SELECT", "INSERT"}, reader: true},
+	{kind: "TABLE", name: "ledger_history", privs: []string{"SELECT", "INSERT", "DELETE"}, reader: true},
+	{kind: "TABLE", name: "ledger_history_pruned", privs: []string{"SELECT", "INSERT"}, reader: true},
 	{kind: "TABLE", name: "meta", privs: []string{"SELECT", "INSERT"}},
-	{kind: "SEQUENCE", name: "ledger_history_seq_seq", privs: []string{"USAGE"}},
 	{kind: "TABLE", name: "ledger_approvals", privs: []string{"SELECT", "INSERT", "UPDATE"}, reader: true},
 	{kind: "TABLE", name: "ledger_decisions", privs: []string{"SELECT", "INSERT"}, reader: true},
 	{kind: "TABLE", name: "ledger_outbox", privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}},

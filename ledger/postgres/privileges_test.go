@@ -303,12 +303,12 @@ func TestOpen_NamesEachMissingPrivilege(t *testing.T) {
 		grants: `GRANT USAGE ON SCHEMA notes TO app;
 			GRANT SELECT, INSERT, UPDATE, DELETE ON notes.changes, notes.runs, notes.meta TO app;
 			GRANT SELECT ON notes.changeset_migrations TO app;`,
-		want: []string{"lacks SELECT, INSERT on notes.change_deps; SELECT, INSERT on notes.ledger_history; USAGE on sequence notes.ledger_history_seq_seq;",
-			"GRANT SELECT, INSERT ON notes.change_deps, notes.ledger_history, notes.ledger_decisions TO ", "GRANT USAGE ON SEQUENCE notes.ledger_history_seq_seq TO "},
+		want: []string{"lacks SELECT, INSERT on notes.change_deps; SELECT, INSERT, DELETE on notes.ledger_history; SELECT, INSERT on notes.ledger_history_pruned;",
+			"GRANT SELECT, INSERT ON notes.change_deps, notes.ledger_history_pruned, notes.ledger_decisions TO ", "GRANT SELECT, INSERT, DELETE ON notes.ledger_history TO "},
 	}, {
 		name:   "the operator's read-only grants, opened to write",
 		grants: strings.ReplaceAll(postgres.DocGrants(t, "ops"), " TO ops;", " TO app;"),
-		want:   []string{"INSERT, UPDATE, DELETE on notes.changes;", "INSERT, UPDATE, DELETE on notes.runs;", "SELECT, INSERT on notes.meta;", "USAGE on sequence notes.ledger_history_seq_seq;"},
+		want:   []string{"INSERT, UPDATE, DELETE on notes.changes;", "INSERT, UPDATE, DELETE on notes.runs;", "SELECT, INSERT on notes.meta;", "INSERT, DELETE on notes.ledger_history;", "INSERT on notes.ledger_history_pruned;"},
 	}, {
 		name:   "every table but not the schema",
 		grants: strings.Replace(postgres.DocGrants(t, "app"), "GRANT USAGE ON SCHEMA notes TO app;\n", "", 1),
@@ -317,7 +317,7 @@ func TestOpen_NamesEachMissingPrivilege(t *testing.T) {
 		name:     "the schema alone, opened read-only",
 		grants:   `GRANT USAGE ON SCHEMA notes TO app;`,
 		readOnly: true,
-		want:     []string{"for a read-only open", "GRANT SELECT ON notes.changes, notes.runs, notes.change_deps, notes.ledger_history, notes.ledger_approvals, notes.ledger_decisions, notes.changeset_migrations TO "},
+		want:     []string{"for a read-only open", "GRANT SELECT ON notes.changes, notes.runs, notes.change_deps, notes.ledger_history, notes.ledger_history_pruned, notes.ledger_approvals, notes.ledger_decisions, notes.changeset_migrations TO "},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			role, target := f.newRole(t, "app")

@@ -56,7 +56,8 @@ func (b *Backend) ListRuns(ctx context.Context, q driver.Querier, f ledger.RunFi
 }
 
 // DeleteRuns deletes the runs with the given IDs that no change refers to
-// any more, and reports how many it deleted.
+// any more, with their history entries, whose links it keeps, and reports
+// how many runs and entries it deleted.
 //
 // It first locks the runs, then deletes in a second statement, inside q's
 // transaction or one of its own. The lock waits for any transaction that
@@ -64,33 +65,29 @@ func (b *Backend) ListRuns(ctx context.Context, q driver.Querier, f ledger.RunFi
 // on the run), and the second statement, with a fresh snapshot at READ
 // COMMITTED, then sees that change and keeps the run. A single DELETE
 // would not see it and fail on the foreign key instead.
-func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (int, error) {
+func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (rows, entries int, err error) {
 	if len(ids) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	const op = "delete runs from"
-	var n int64
-	err := inTx(ctx, q, func(q driver.Querier) error {
-		rows, err := q.QueryContext(ctx, b.sql.lockRuns, ids)
+	err = inTx(ctx, q, func(q driver.Querier) error {
+		locked, err := q.QueryContext(ctx, b.sql.lockRuns, ids)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
+		for locked.Next() {
 		}
-		if err := sqlval.CloseRows(rows); err != nil {
+		if err := sqlval.CloseRows(locked); err != nil {
 			return err
 		}
-		res, err := q.ExecContext(ctx, b.sql.deleteRuns, ids)
+		gone, err := returnedIDs(q.QueryContext(ctx, b.sql.deleteRuns, ids))
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		rows = len(gone)
+		entries, err = affected(q.ExecContext(ctx, b.sql.unlinkRuns, gone))
 		return err
 	})
-	if err != nil {
-		return 0, b.interpretError(op, err)
-	}
-	return int(n), nil
+	return rows, entries, b.interpretError("delete runs from", err)
 }
 
 // inTx runs fn in q's transaction, or in a new one when q is the database.

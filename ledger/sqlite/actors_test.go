@@ -84,7 +84,7 @@ func TestChangeActors_HoldExactlyTheActorsOfEachChange(t *testing.T) {
 		}
 		want(s.name, s.rows...)
 	}
-	if n, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_1"}, []ledger.Status{ledger.Undone}); err != nil || n != 1 {
+	if n, _, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_1"}, []ledger.Status{ledger.Undone}); err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
 	want("deleted", "agent:bob chg_2")

@@ -129,28 +129,47 @@ func (b *Backend) TallyChanges(ctx context.Context, q driver.Querier, f ledger.C
 }
 
 // DeleteChanges deletes the changes with the given IDs whose status is
-// still one of statuses, and reports how many it deleted. IDs that match
-// nothing are ignored.
-func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (int, error) {
+// still one of statuses, with their history entries, whose links it keeps
+// (ledger_history_pruned), and reports how many changes and entries it
+// deleted. IDs that match nothing are ignored.
+func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []string, statuses []ledger.Status) (rows, entries int, err error) {
 	if len(statuses) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	n := 0
 	for _, part := range chunks(ids) {
 		args := appendStrings(nil, part)
 		args = appendStrings(args, statuses)
-		res, err := q.ExecContext(ctx, `DELETE FROM changes WHERE id IN (`+placeholders(len(part))+
-			`) AND status IN (`+placeholders(len(statuses))+`)`, args...)
+		gone := `SELECT id FROM changes WHERE id IN (` + placeholders(len(part)) + `) AND status IN (` + placeholders(len(statuses)) + `)`
+		k, err := b.keepLinks(ctx, q, `change_id IN (`+gone+`)`, args)
 		if err != nil {
-			return n, b.interpretError("delete changes from", err)
+			return rows, entries, err
 		}
-		k, err := res.RowsAffected()
+		entries += k
+		n, err := affected(q.ExecContext(ctx, `DELETE FROM changes WHERE id IN (`+gone+`)`, args...))
 		if err != nil {
-			return n, b.interpretError("delete changes from", err)
+			return rows, entries, b.interpretError("delete changes from", err)
 		}
-		n += int(k)
+		rows += n
 	}
-	return n, nil
+	return rows, entries, nil
+}
+
+// keepLinks copies the link (seq, hash) of every history entry where
+// selects into ledger_history_pruned, before the entries are deleted, and
+// returns how many it copied.
+func (b *Backend) keepLinks(ctx context.Context, q driver.Querier, where string, args []any) (int, error) {
+	n, err := affected(q.ExecContext(ctx, `INSERT INTO ledger_history_pruned (seq, hash)
+		SELECT seq, coalesce(hash, zeroblob(32)) FROM ledger_history WHERE `+where, args...))
+	return n, b.interpretError("keep the links of pruned history entries in", err)
+}
+
+// affected returns how many rows a statement's result wrote.
+func affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // casResult interprets the result of a compare-and-set UPDATE of the row

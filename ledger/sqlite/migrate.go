@@ -23,6 +23,9 @@ var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/sql
 // right after a migration's SQL: check what SQL alone cannot.
 var afterMigration = map[int]func(ctx context.Context, tx *sql.Tx) error{
 	13: checkDeclinedRewrite,
+	16: func(ctx context.Context, tx *sql.Tx) error {
+		return sqlval.ChainExisting(ctx, tx, func(int) string { return "?" })
+	},
 }
 
 // migrate initialises an empty database or upgrades an older ledger, in

@@ -107,7 +107,7 @@ func TestMigrate_UpgradesAVersion2LedgerInPlaceKeepingItsRows(t *testing.T) {
 		"changes_text_data changes_text_delete changes_text_idx changes_text_insert changes_text_tail " +
 		"changes_text_update ledger_approvals ledger_approvals_change ledger_approvals_open " +
 		"ledger_approvals_run ledger_approvals_waiting ledger_decisions ledger_history " +
-		"ledger_history_approval ledger_history_at ledger_history_change ledger_history_run " +
+		"ledger_history_approval ledger_history_at ledger_history_change ledger_history_pruned ledger_history_run " +
 		"ledger_outbox ledger_outbox_created ledger_outbox_delivered ledger_outbox_due " +
 		"meta runs runs_created runs_session runs_started_by"
 	if err != nil || objects != want {
@@ -168,7 +168,11 @@ func TestMigrate_Version5HistoryKeepsItsNumbering(t *testing.T) {
 		got[2].To != ledger.HistoryPruned || got[2].ChangeID != "" || got[2].RunID != "" {
 		t.Fatalf("history after the upgrade: %+v", got)
 	}
-	if err := b.AppendHistory(ctx, b.DB(), ledger.HistoryEntry{At: time.Now(), ChangeID: "chg_old", From: "expired", To: "expired"}); err != nil {
+	head, err := b.ChainHead(ctx, b.DB())
+	if err != nil || head.Seq != 3 || head.Hash != got[2].Hash || head.Hash.IsZero() {
+		t.Fatalf("the chain's head after the upgrade: %+v, %v; want entry 3, chained", head, err)
+	}
+	if err := b.AppendHistory(ctx, b.DB(), ledger.HistoryEntry{Seq: head.Seq + 1, At: time.Now(), ChangeID: "chg_old", From: "expired", To: "expired"}); err != nil {
 		t.Fatal(err)
 	}
 	next, err := b.ListHistory(ctx, b.DB(), ledger.HistoryFilter{After: 3})
@@ -208,4 +212,23 @@ func oldLedger(t *testing.T, version int, rows ...string) string {
 		}
 	}
 	return path
+}
+
+// TestMigrate_ChainsTheHistoryItFinds opens a ledger of schema 15, the
+// last before the hash chain, holding history entries with a gap where a
+// prune deleted some: the upgrade chains every one of them.
+func TestMigrate_ChainsTheHistoryItFinds(t *testing.T) {
+	path := oldLedger(t, 15,
+		`INSERT INTO changes (id, action, status, scope_hash, payload, summary, created_at, updated_at, expires_at)
+		 VALUES ('chg_old', 'set', 'expired', 's', '{"k":"v"}', 'old change', 1000, 3000, 2000)`,
+		`INSERT INTO ledger_history (seq, at, change_id, from_status, to_status, actor, note) VALUES (3, 1000, 'chg_old', '', 'pending', 'agent:a', '')`,
+		`INSERT INTO ledger_history (seq, at, change_id, from_status, to_status, actor, note) VALUES (7, 3000, 'chg_old', 'pending', 'expired', '', '')`,
+		`INSERT INTO ledger_history (seq, at, from_status, to_status, actor, note) VALUES (9, 4000, '', 'pruned', 'operator:dan', 'pruned up to 2 changes')`,
+	)
+	l, err := ledger.Open(context.Background(), path, ledger.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ledgertest.CheckChainedAfterUpgrade(t, l, 3)
 }

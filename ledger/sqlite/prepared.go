@@ -25,7 +25,7 @@ import (
 // resource it would remove). A filter's
 // statement depends only on which of its fields are set, so the one built
 // here from placeholder values is the one every preview builds.
-var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL,
+var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, getRunSQL, insertRunSQL, updateRunSQL, appendHistorySQL, chainHeadSQL,
 	first(countChangesQuery(ledger.ChangeFilter{ScopeHash: "-", Statuses: []ledger.Status{ledger.Pending}, ExpiresAfter: time.Unix(1, 0)})),
 	first(listRunsQuery(ledger.RunFilter{ScopeHash: "-", Kind: ledger.RunSession, SessionKey: "-", Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})),
 	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1}, false)),

@@ -181,7 +181,9 @@ func TestPrune_AnOlderLedgerReturnsTheSpaceOnceVacuumed(t *testing.T) {
 	if err != nil || len(first.Changes) == 0 {
 		t.Fatalf("Prune = %d changes, %v", len(first.Changes), err)
 	}
-	if first.Space.Returned || first.Space.After != before {
+	// The file keeps its pages (it grows by the few that the links of the
+	// pruned history entries take), and the log is emptied.
+	if first.Space.Returned || first.Space.After < before || first.Space.After > before+before/50 {
 		t.Errorf("Prune of a ledger without auto-vacuum reported %+v, the file %d bytes before: want the space kept, the log emptied", first.Space, before)
 	}
 	if free := pragmaInt(t, l, "freelist_count"); free == 0 {

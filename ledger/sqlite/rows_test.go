@@ -215,24 +215,24 @@ func TestListChangesFilters(t *testing.T) {
 		}
 	}
 
-	n, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_1", "chg_2", "chg_3", "chg_missing"}, []ledger.Status{ledger.Expired, ledger.Pending})
+	n, _, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_1", "chg_2", "chg_3", "chg_missing"}, []ledger.Status{ledger.Expired, ledger.Pending})
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteChanges = %d, %v; want 2", n, err)
 	}
 	if got := ids(ledger.ChangeFilter{}); got != "chg_4b chg_4a chg_2" {
 		t.Errorf("after delete: %q", got)
 	}
-	if n, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_2"}, nil); n != 0 || err != nil {
+	if n, _, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_2"}, nil); n != 0 || err != nil {
 		t.Errorf("DeleteChanges with no statuses = %d, %v; want 0", n, err)
 	}
 	// run_a is still referenced by chg_2, run_b by chg_4b.
-	if n, err := b.DeleteRuns(ctx, b.DB(), []string{"run_a", "run_b", "run_missing"}); n != 0 || err != nil {
+	if n, _, err := b.DeleteRuns(ctx, b.DB(), []string{"run_a", "run_b", "run_missing"}); n != 0 || err != nil {
 		t.Errorf("DeleteRuns of referenced runs = %d, %v; want 0", n, err)
 	}
-	if n, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_2"}, []ledger.Status{ledger.Applied}); n != 1 || err != nil {
+	if n, _, err := b.DeleteChanges(ctx, b.DB(), []string{"chg_2"}, []ledger.Status{ledger.Applied}); n != 1 || err != nil {
 		t.Fatalf("DeleteChanges = %d, %v; want 1", n, err)
 	}
-	if n, err := b.DeleteRuns(ctx, b.DB(), []string{"run_a", "run_b"}); n != 1 || err != nil {
+	if n, _, err := b.DeleteRuns(ctx, b.DB(), []string{"run_a", "run_b"}); n != 1 || err != nil {
 		t.Errorf("DeleteRuns = %d, %v; want 1 (run_a)", n, err)
 	}
 }
@@ -256,7 +256,7 @@ func TestDeleteManyChanges(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	n, err := b.DeleteChanges(ctx, b.DB(), ids, []ledger.Status{ledger.Pending})
+	n, _, err := b.DeleteChanges(ctx, b.DB(), ids, []ledger.Status{ledger.Pending})
 	if err != nil || n != len(ids) {
 		t.Fatalf("DeleteChanges = %d, %v; want %d", n, err, len(ids))
 	}

@@ -62,20 +62,23 @@ func listRunsQuery(f ledger.RunFilter) (string, []any) {
 }
 
 // DeleteRuns deletes the runs with the given IDs that no change refers to
-// any more, and reports how many it deleted.
-func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (int, error) {
-	n := 0
+// any more, with their history entries, whose links it keeps, and reports
+// how many runs and entries it deleted.
+func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string) (rows, entries int, err error) {
 	for _, part := range chunks(ids) {
-		res, err := q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+placeholders(len(part))+`)
-			AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.run_id = runs.id)`, appendStrings(nil, part)...)
+		args := appendStrings(nil, part)
+		gone := `SELECT id FROM runs WHERE id IN (` + placeholders(len(part)) + `)
+			AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.run_id = runs.id)`
+		k, err := b.keepLinks(ctx, q, `run_id IN (`+gone+`)`, args)
 		if err != nil {
-			return n, b.interpretError("delete runs from", err)
+			return rows, entries, err
 		}
-		k, err := res.RowsAffected()
+		entries += k
+		n, err := affected(q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+gone+`)`, args...))
 		if err != nil {
-			return n, b.interpretError("delete runs from", err)
+			return rows, entries, b.interpretError("delete runs from", err)
 		}
-		n += int(k)
+		rows += n
 	}
-	return n, nil
+	return rows, entries, nil
 }

@@ -56,7 +56,7 @@ const ApplicationID int32 = 0x4D434353
 
 // SchemaVersion is the PRAGMA user_version of a ledger whose schema is
 // current for this package.
-const SchemaVersion = 15
+const SchemaVersion = 16
 
 // Connection pool limits. SQLite in WAL mode serves many readers at once
 // while writers queue on the file's write lock (BEGIN IMMEDIATE), so the
@@ -235,6 +235,15 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 		return nil, b.interpretError(op, err)
 	}
 	return tx, nil
+}
+
+// BeginSnapshot starts a read-only transaction: a plain BEGIN, whatever
+// the pool's _txlock, which takes no write lock, and whose first read
+// fixes the state it sees (SQLite's WAL snapshot) until it ends. A long
+// one keeps the write-ahead log from being checkpointed past it.
+func (b *Backend) BeginSnapshot(ctx context.Context) (*sql.Tx, error) {
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	return tx, b.interpretError("begin a read transaction on", err)
 }
 
 // absPath is path made absolute, so that a change of the working directory

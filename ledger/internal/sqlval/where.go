@@ -372,15 +372,16 @@ func strs[S ~string](s []S) []string {
 }
 
 // HistoryColumns are the columns of the history table that an append
-// writes, in the order of HistoryArgs; seq is the database's.
-const HistoryColumns = "at, change_id, run_id, from_status, to_status, actor, note, approval_id"
+// writes, in the order of HistoryArgs, and that ScanHistory reads.
+const HistoryColumns = "seq, at, change_id, run_id, from_status, to_status, actor, note, approval_id, removed, hash"
 
 // HistorySelect are the columns ScanHistory reads.
-const HistorySelect = "seq, " + HistoryColumns
+const HistorySelect = HistoryColumns
 
 // HistoryArgs binds e to HistoryColumns.
 func HistoryArgs(e ledger.HistoryEntry) []any {
-	return []any{TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note, OptString(e.ApprovalID)}
+	return []any{e.Seq, TimeArg(e.At), OptString(e.ChangeID), OptString(e.RunID), e.From, e.To, e.By, e.Note,
+		OptString(e.ApprovalID), e.Removed, e.Hash[:]}
 }
 
 // HistorySubject names what an entry is about, for messages: a change, a
@@ -395,15 +396,20 @@ func HistorySubject(e ledger.HistoryEntry) string {
 	return "the ledger"
 }
 
-// ScanHistory reads one row of HistorySelect.
+// ScanHistory reads one row of HistorySelect. A hash that is missing or
+// not 32 bytes long reads as the zero Hash, which never chains.
 func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
 	var e ledger.HistoryEntry
 	var at sql.NullInt64
 	var change, run, approval sql.NullString
-	if err := s.Scan(&e.Seq, &at, &change, &run, &e.From, &e.To, &e.By, &e.Note, &approval); err != nil {
+	var hash []byte
+	if err := s.Scan(&e.Seq, &at, &change, &run, &e.From, &e.To, &e.By, &e.Note, &approval, &e.Removed, &hash); err != nil {
 		return e, err
 	}
 	e.At, e.ChangeID, e.RunID, e.ApprovalID = TimeFrom(at), change.String, run.String, approval.String
+	if len(hash) == len(e.Hash) {
+		e.Hash = ledger.Hash(hash)
+	}
 	return e, nil
 }
 

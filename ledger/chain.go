@@ -1,0 +1,125 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+)
+
+// The history is a hash chain. Every entry's Hash covers its own fields
+// and the Hash of the entry before it (by Seq), so that an entry edited,
+// re-timed, deleted or moved in the database no longer matches the entry
+// after it, and [Ledger.Verify] names the first one that does not. The
+// ledger computes the hash when the transaction that made the transition
+// commits: it locks the chain (on PostgreSQL; SQLite has one writer at a
+// time anyway), reads the newest link, numbers the transaction's entries
+// after it and writes them, so that Seq is the order of the chain on
+// every backend. A prune deletes entries with the rows they describe but
+// keeps each one's link (its Seq and Hash), and records in its own entry
+// how many it deleted: the chain stays whole, and an entry deleted outside
+// a prune still shows.
+//
+// A chain proves that nobody rewrote the history without rewriting every
+// entry after the change too. Someone who can write the database can do
+// that; a [Link] kept elsewhere (a signed checkpoint, see
+// [VerifyOptions].Checkpoint) detects it.
+
+// Hash is the SHA-256 hash that chains a history entry to the entries
+// before it (see [HistoryHash]). It is not a secret: it prints in
+// lower-case hex.
+type Hash [sha256.Size]byte
+
+// String returns the hash in lower-case hex, 64 characters.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether h is the zero hash: the "previous hash" of the
+// first entry of a chain, and the hash of an entry written before the
+// chain existed and never chained.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// MarshalText encodes the hash in hex, as String does.
+func (h Hash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText decodes 64 hex characters.
+func (h *Hash) UnmarshalText(text []byte) error {
+	v, err := ParseHash(string(text))
+	if err != nil {
+		return err
+	}
+	*h = v
+	return nil
+}
+
+// ParseHash decodes a hash written by Hash.String.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if len(s) != 2*len(h) {
+		return h, fmt.Errorf("a history hash is %d hex characters, not %d", 2*len(h), len(s))
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return h, fmt.Errorf("a history hash is hex: %w", err)
+	}
+	return h, nil
+}
+
+// A Link is one place in the history's chain: the Seq of an entry and its
+// Hash. A receipt names the link of the entry that recorded a transition,
+// and a checkpoint the newest link when it was taken; a link stays in the
+// ledger after a prune deletes its entry.
+type Link struct {
+	Seq  int64 `json:"seq"`
+	Hash Hash  `json:"hash"`
+}
+
+// IsZero reports whether l names no entry (an empty history's head).
+func (l Link) IsZero() bool { return l.Seq == 0 && l.Hash.IsZero() }
+
+// chainDomain starts every hashed entry, so that the hash of an entry
+// can be mistaken for no other hash of this or any other program.
+const chainDomain = "changeset-go history entry v1\x00"
+
+// HistoryHash returns the hash of e chained to prev, the hash of the entry
+// before it (the zero Hash for the first entry). It covers every field of
+// e except Hash itself: Seq, At (to the microsecond, as the ledger stores
+// it), ChangeID, RunID, ApprovalID, From, To, By, Note and Removed, each
+// encoded with its length so that no two entries encode alike.
+func HistoryHash(prev Hash, e HistoryEntry) Hash {
+	b := make([]byte, 0, 256)
+	b = append(b, chainDomain...)
+	b = append(b, prev[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.At.UnixMicro()))
+	for _, s := range [...]string{e.ChangeID, e.RunID, e.ApprovalID, e.From, e.To, e.By, e.Note} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(e.Removed))
+	return sha256.Sum256(b)
+}
+
+// seal writes the transaction's history entries, at its commit: it locks
+// the chain, reads its newest link, and numbers and hashes each entry
+// after it, in the order the transaction made its transitions. Doing it
+// last means the chain's lock is the last lock a transaction takes (on
+// PostgreSQL, where writers run side by side), so a transaction holding
+// it never waits for a row another holds.
+func (tx *Tx) seal() error {
+	if len(tx.entries) == 0 {
+		return nil
+	}
+	head, err := tx.b.ChainHead(tx.ctx, tx.tx)
+	if err != nil {
+		return err
+	}
+	for i := range tx.entries {
+		e := &tx.entries[i]
+		e.Seq = head.Seq + 1
+		e.Hash = HistoryHash(head.Hash, *e)
+		if err := tx.b.AppendHistory(tx.ctx, tx.tx, *e); err != nil {
+			return err
+		}
+		head = Link{Seq: e.Seq, Hash: e.Hash}
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"iter"
+)
+
+// VerifyOptions say what [Ledger.Verify] checks besides the chain and the
+// rows.
+type VerifyOptions struct {
+	// Checkpoint, when not zero, is a link taken earlier and kept
+	// elsewhere (see package checkpoint): the history must still hold an
+	// entry, or a pruned entry's link, with its Seq and its Hash. A
+	// history rewritten after it, even into a chain that holds together,
+	// or cut back to an earlier end, fails that.
+	Checkpoint Link
+	// Progress, if set, is called as Verify reads: stage is "history",
+	// "runs" or "changes", done how many of them it has read, total how
+	// many there are (0 when unknown).
+	Progress func(stage string, done, total int)
+}
+
+// Verification is what [Ledger.Verify] found.
+type Verification struct {
+	// Entries is how many history entries Verify hashed again, Pruned how
+	// many links of pruned entries it read.
+	Entries, Pruned int
+	// Head is the newest link of the chain (zero for an empty history).
+	Head Link
+	// FirstBad is the Seq of the first entry or link that does not chain
+	// to the one before it; 0 when every one does.
+	FirstBad int64
+	// Problems says what is wrong, one line each, in the order of the
+	// history; empty when the history and the rows agree.
+	Problems []string
+}
+
+// OK reports whether Verify found nothing wrong.
+func (v *Verification) OK() bool { return len(v.Problems) == 0 }
+
+// maxChainProblems is how many broken links Verify describes; it counts
+// the rest.
+const maxChainProblems = 100
+
+// Verify reads the whole history as one consistent snapshot and checks
+// that it is the chain the ledger wrote (see [HistoryHash]): every entry's
+// hash again from its fields and the link before it, every pruned entry's
+// link in its place, as many links of pruned entries as the prune entries
+// record, and opts.Checkpoint, if set, still there. It then checks every
+// change and run against the status of its last entry and the invariants
+// of [Ledger.CheckWith]. An entry edited, re-timed, deleted or moved makes
+// the entry itself, or the one after it, fail to chain: Verification
+// names the first (FirstBad) and describes each.
+//
+// It only reads, so it works on a ledger opened read-only, and takes no
+// lock a writer waits for; on SQLite its snapshot keeps the write-ahead
+// log from being checkpointed past it while it runs. Its cost grows with
+// the ledger (docs/benchmarks.md).
+func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification, error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string, int, int) {}
+	}
+	tx, err := l.b.BeginSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	w := chainWalk{v: &Verification{}, reached: map[string]string{}, want: opts.Checkpoint.Seq}
+	entries := l.historyPages(ctx, tx, HistoryFilter{})
+	links := pages(func() ([]Link, error) { return l.b.ListPrunedLinks(ctx, tx, w.linkAfter, scanPage) },
+		func(last Link) { w.linkAfter = last.Seq })
+	if err := w.merge(entries, links, func() { progress("history", w.v.Entries+w.v.Pruned, 0) }); err != nil {
+		return nil, err
+	}
+	w.finish(opts.Checkpoint)
+	rows, err := l.checkAgainst(ctx, tx, w.reached, progress)
+	w.v.Problems = append(w.v.Problems, rows...)
+	if err != nil {
+		return w.v, err
+	}
+	return w.v, nil
+}
+
+// chainWalk is the state of Verify's walk along the chain.
+type chainWalk struct {
+	v         *Verification
+	prev      Link              // the link before the next one
+	removed   int               // the entries the prune entries say they deleted
+	broken    int               // links that did not chain, described or not
+	reached   map[string]string // change or run ID → its last entry's status
+	linkAfter int64             // where the next page of pruned links starts
+	found     *Link             // the link at the checkpoint's Seq, if read
+	want      int64             // the checkpoint's Seq
+}
+
+// merge walks the entries and the pruned links together, in the order of
+// their Seq, calling tick after each page.
+func (w *chainWalk) merge(entries iter.Seq2[[]HistoryEntry, error], links iter.Seq2[[]Link, error], tick func()) error {
+	nextLink, stop := pull(links)
+	defer stop()
+	link, more, err := nextLink()
+	if err != nil {
+		return err
+	}
+	step := func(before int64) error {
+		for more && link.Seq < before {
+			w.pruned(link)
+			if link, more, err = nextLink(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for page, err := range entries {
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if err := step(e.Seq); err != nil {
+				return err
+			}
+			if more && link.Seq == e.Seq {
+				w.fail(e.Seq, fmt.Sprintf("entry %d is in the history and among the pruned entries' links at once", e.Seq))
+				if link, more, err = nextLink(); err != nil {
+					return err
+				}
+			}
+			w.entry(e)
+		}
+		tick()
+	}
+	return step(1<<63 - 1)
+}
+
+// pull turns a sequence of pages into a function that returns one item
+// at a time, more false at the end.
+func pull[T any](seq iter.Seq2[[]T, error]) (next func() (item T, more bool, err error), stop func()) {
+	nextPage, stop := iter.Pull2(seq)
+	var page []T
+	next = func() (T, bool, error) {
+		var zero T
+		for len(page) == 0 {
+			p, err, ok := nextPage()
+			if !ok {
+				return zero, false, nil
+			}
+			if err != nil {
+				return zero, false, err
+			}
+			page = p
+		}
+		item := page[0]
+		page = page[1:]
+		return item, true, nil
+	}
+	return next, stop
+}
+
+// entry checks one entry against the link before it.
+func (w *chainWalk) entry(e HistoryEntry) {
+	w.v.Entries++
+	w.note(Link{Seq: e.Seq, Hash: e.Hash})
+	if e.To == HistoryPruned {
+		w.removed += e.Removed
+	}
+	reach(w.reached, e)
+	switch {
+	case e.Hash.IsZero():
+		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) has no hash: it was written outside the ledger, or its hash was removed", e.Seq, subject(e)))
+	case HistoryHash(w.prev.Hash, e) != e.Hash:
+		after := "the start of the history"
+		if w.prev.Seq != 0 {
+			after = fmt.Sprintf("entry %d", w.prev.Seq)
+		}
+		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) does not match its hash after %s: it was edited, re-timed or moved, or an entry between them was deleted", e.Seq, subject(e), after))
+	}
+	w.prev = Link{Seq: e.Seq, Hash: e.Hash}
+}
+
+// pruned takes the link of a pruned entry: its hash cannot be computed
+// again (the entry is gone), but the entry after it must chain to it.
+func (w *chainWalk) pruned(l Link) {
+	w.v.Pruned++
+	w.note(l)
+	if l.Hash.IsZero() {
+		w.fail(l.Seq, fmt.Sprintf("the link of pruned entry %d has no hash", l.Seq))
+	}
+	w.prev = l
+}
+
+// note remembers the head, and the link at the checkpoint's Seq.
+func (w *chainWalk) note(l Link) {
+	w.v.Head = l
+	if w.want != 0 && l.Seq == w.want {
+		found := l
+		w.found = &found
+	}
+}
+
+// fail records a link that does not chain: the first is FirstBad, and
+// the first maxChainProblems are described.
+func (w *chainWalk) fail(seq int64, problem string) {
+	if w.v.FirstBad == 0 {
+		w.v.FirstBad = seq
+	}
+	w.broken++
+	if w.broken <= maxChainProblems {
+		w.v.Problems = append(w.v.Problems, problem)
+	}
+}
+
+// finish adds what can be told only at the end: links past the ones
+// described, the pruned links against the prune entries' counts, and
+// the checkpoint.
+func (w *chainWalk) finish(cp Link) {
+	if w.broken > maxChainProblems {
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("and %d more entries that do not chain", w.broken-maxChainProblems))
+	}
+	if w.v.Pruned != w.removed {
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history keeps %d links of pruned entries, but its prune entries record %d deleted: entries were deleted, or links removed, outside a prune", w.v.Pruned, w.removed))
+	}
+	switch {
+	case cp.IsZero():
+	case w.v.Head.Seq < cp.Seq:
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history ends at entry %d, before the checkpoint's entry %d: it was cut back after the checkpoint", w.v.Head.Seq, cp.Seq))
+	case w.found == nil:
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history holds no entry %d, the checkpoint's: it was rewritten after the checkpoint", cp.Seq))
+	case w.found.Hash != cp.Hash:
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("entry %d's hash is not the checkpoint's: the history was rewritten after the checkpoint", cp.Seq))
+	}
+}
+
+// subject names what an entry is about, for Verify's lines.
+func subject(e HistoryEntry) string {
+	about := "the ledger"
+	switch {
+	case e.ApprovalID != "":
+		about = "approval " + e.ApprovalID
+	case e.ChangeID != "":
+		about = "change " + e.ChangeID
+	case e.RunID != "":
+		about = "run " + e.RunID
+	}
+	return about + " to " + e.To
+}
