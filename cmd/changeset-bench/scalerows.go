@@ -197,6 +197,15 @@ func scaleRows() []scaleRow {
 		page("page-change", "dashboard `/changes/{id}` (a change and its history)", func(s *scaleSubject) string {
 			return "/changes/" + s.build.Middle.ID
 		}),
+		{key: "verify", what: func(*buildResult) string {
+			return "`Ledger.Verify` (every history entry hashed again, every row against its history: `verify`)"
+		}, run: func(ctx context.Context, s *scaleSubject) (int, error) {
+			v, err := s.l.Verify(ctx, ledger.VerifyOptions{})
+			if err == nil && !v.OK() {
+				err = fmt.Errorf("verify found problems in the built ledger: %q", v.Problems)
+			}
+			return 0, err
+		}},
 		{key: "cli-show", cli: true, what: func(*buildResult) string { return "`show ID` (a command that reads one row)" },
 			run: func(ctx context.Context, s *scaleSubject) (int, error) {
 				return s.command(ctx, exitOK, "show", s.build.Middle.ID)

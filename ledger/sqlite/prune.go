@@ -11,7 +11,7 @@ import (
 )
 
 // finishedIndexTerm is the WHERE term of the partial index
-// changes_finished (migrations 010 and 013), word for word: SQLite uses a partial
+// changes_finished (migrations 010, 013 and 017), word for word: SQLite uses a partial
 // index only for a query whose WHERE clause contains the index's own
 // term.
 const finishedIndexTerm = `status IN ('expired', 'apply_failed', 'applied', 'undone', 'undo_failed', 'declined')`

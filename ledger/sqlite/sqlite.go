@@ -56,7 +56,7 @@ const ApplicationID int32 = 0x4D434353
 
 // SchemaVersion is the PRAGMA user_version of a ledger whose schema is
 // current for this package.
-const SchemaVersion = 16
+const SchemaVersion = 17
 
 // Connection pool limits. SQLite in WAL mode serves many readers at once
 // while writers queue on the file's write lock (BEGIN IMMEDIATE), so the
