@@ -24,10 +24,12 @@ const chainLockClass int32 = 0x4D434348
 // the ledger's schema, so that the transactions that append to the
 // history take turns until each commits, and returns the newest link. At
 // READ COMMITTED the read, a statement after the lock is granted, sees
-// the entries of the transaction that held it before.
+// the entries of the transaction that held it before. A durable
+// transaction then commits without waiting for the disk, and waits after
+// (see BeginDurableWrite), so that the lock is not held through a flush.
 func (b *Backend) ChainHead(ctx context.Context, q driver.Querier) (ledger.Link, error) {
 	const op = "lock the history's chain in"
-	if _, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, chainLockClass, lockID(b.schema)); err != nil {
+	if _, err := q.ExecContext(ctx, b.chainLockSQL(q), chainLockClass, lockID(b.schema)); err != nil {
 		return ledger.Link{}, b.interpretError(op, err)
 	}
 	link, err := sqlval.ScanLink(q.QueryRowContext(ctx, b.sql.chainHead))

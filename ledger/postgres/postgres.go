@@ -43,6 +43,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -78,6 +79,9 @@ type Backend struct {
 	sql      statements
 	// durability is ledger.OpenOptions.Durability (see durability.go).
 	durability ledger.Durability
+	// commits holds, for each durable write transaction in progress, how
+	// its commit reaches the disk (see durability.go).
+	commits sync.Map // *sql.Tx → *commitSync
 }
 
 var (
