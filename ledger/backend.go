@@ -98,6 +98,11 @@ type durableWriter interface {
 	BeginDurableWrite(ctx context.Context, lazy bool) (tx *sql.Tx, end func(committed bool) error, err error)
 }
 
+// chainAppender is driver.ChainAppender, which a backend may implement.
+type chainAppender interface {
+	AppendChained(ctx context.Context, q querier, e HistoryEntry) (Link, error)
+}
+
 // errorInterpreter is driver.ErrorInterpreter, which a backend may
 // implement.
 type errorInterpreter interface {

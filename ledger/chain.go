@@ -75,27 +75,37 @@ type Link struct {
 // IsZero reports whether l names no entry (an empty history's head).
 func (l Link) IsZero() bool { return l.Seq == 0 && l.Hash.IsZero() }
 
-// chainDomain starts every hashed entry, so that the hash of an entry
-// can be mistaken for no other hash of this or any other program.
-const chainDomain = "changeset-go history entry v1\x00"
+// HistoryHashPrefix starts the bytes of every hashed entry, so that the
+// hash of an entry can be mistaken for no other hash of this or any other
+// program.
+const HistoryHashPrefix = "changeset-go history entry v1\x00"
 
 // HistoryHash returns the hash of e chained to prev, the hash of the entry
-// before it (the zero Hash for the first entry). It covers every field of
-// e except Hash itself: Seq, At (to the microsecond, as the ledger stores
-// it), ChangeID, RunID, ApprovalID, From, To, By, Note and Removed, each
-// encoded with its length so that no two entries encode alike.
+// before it (the zero Hash for the first entry): the SHA-256 of
+// HistoryHashPrefix, prev, Seq (8 bytes, big-endian) and HistoryFields(e).
+// It covers every field of e except Hash itself.
 func HistoryHash(prev Hash, e HistoryEntry) Hash {
 	b := make([]byte, 0, 256)
-	b = append(b, chainDomain...)
+	b = append(b, HistoryHashPrefix...)
 	b = append(b, prev[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.Seq))
+	return sha256.Sum256(append(b, HistoryFields(e)...))
+}
+
+// HistoryFields encodes the fields of e that HistoryHash hashes after
+// Seq: At (Unix microseconds, as the ledger stores it, 8 bytes
+// big-endian), ChangeID, RunID, ApprovalID, From, To, By and Note (each
+// its length as a uvarint, then its bytes, so that no two entries encode
+// alike) and Removed (a uvarint). A backend that numbers entries in the
+// database hashes with it there (see driver.ChainAppender).
+func HistoryFields(e HistoryEntry) []byte {
+	b := make([]byte, 0, 128)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.At.UnixMicro()))
 	for _, s := range [...]string{e.ChangeID, e.RunID, e.ApprovalID, e.From, e.To, e.By, e.Note} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = binary.AppendUvarint(b, uint64(e.Removed))
-	return sha256.Sum256(b)
+	return binary.AppendUvarint(b, uint64(e.Removed))
 }
 
 // seal writes the transaction's history entries, at its commit: it locks
@@ -106,6 +116,16 @@ func HistoryHash(prev Hash, e HistoryEntry) Hash {
 // it never waits for a row another holds.
 func (tx *Tx) seal() error {
 	if len(tx.entries) == 0 {
+		return nil
+	}
+	if a, ok := tx.b.(chainAppender); ok {
+		for i := range tx.entries {
+			link, err := a.AppendChained(tx.ctx, tx.tx, tx.entries[i])
+			if err != nil {
+				return err
+			}
+			tx.entries[i].Seq, tx.entries[i].Hash = link.Seq, link.Hash
+		}
 		return nil
 	}
 	head, err := tx.b.ChainHead(tx.ctx, tx.tx)

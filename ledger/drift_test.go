@@ -25,6 +25,7 @@ func TestBackendInterfaces_MatchPackageDriver(t *testing.T) {
 		{"ErrorInterpreter", ledger.ErrorInterpreterType, reflect.TypeFor[driver.ErrorInterpreter]()},
 		{"Compactor", ledger.CompactorType, reflect.TypeFor[driver.Compactor]()},
 		{"DurableWriter", ledger.DurableWriterType, reflect.TypeFor[driver.DurableWriter]()},
+		{"ChainAppender", ledger.ChainAppenderType, reflect.TypeFor[driver.ChainAppender]()},
 	} {
 		if diff := methodDiff(pair.inLedger, pair.in); diff != "" {
 			t.Errorf("package ledger's copy of driver.%s has drifted from it:\n%s", pair.name, diff)

@@ -10,4 +10,5 @@ var (
 	ErrorInterpreterType = reflect.TypeFor[errorInterpreter]()
 	CompactorType        = reflect.TypeFor[compactor]()
 	DurableWriterType    = reflect.TypeFor[durableWriter]()
+	ChainAppenderType    = reflect.TypeFor[chainAppender]()
 )

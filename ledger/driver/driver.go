@@ -259,6 +259,20 @@ type Compactor interface {
 	Vacuum(ctx context.Context) error
 }
 
+// ChainAppender is implemented by backends that number and hash the
+// history's entries in the database itself, in one statement that locks
+// the chain's head, where writers of several processes run side by side
+// (PostgreSQL): fewer round trips while the lock is held. Without it the
+// ledger calls ChainHead, then AppendHistory for each entry.
+type ChainAppender interface {
+	// AppendChained stores e (its Seq and Hash ignored) as the next link
+	// of the chain, in q's transaction, locking the chain's head until
+	// the transaction ends, and returns the link it made: Seq one above
+	// the head, Hash as ledger.HistoryHash computes it from the head's
+	// hash.
+	AppendChained(ctx context.Context, q Querier, e ledger.HistoryEntry) (ledger.Link, error)
+}
+
 // DurableWriter is implemented by backends that choose, transaction by
 // transaction, how a commit reaches the disk, for [ledger.Durability].
 // Without it every transaction of the Ledger is an ordinary one

@@ -21,15 +21,16 @@ import (
 // of the client loses nothing. docs/reliability.md says what that risks.
 //
 // The history's chain. A transaction that appends to the history holds
-// the chain's lock (ChainHead) until it ends, and a synchronous commit
+// the lock of the chain's head row (AppendChained) until it ends, and a synchronous commit
 // ends only once its WAL record is flushed: holding the lock through the
 // flush would make the committers of every client take turns at the
 // disk, one flush each, where the server otherwise shares one flush among
 // all the commits waiting at once (measured: 16 clients fell from 216 to
 // about 35 cycles a second). So a durable transaction that takes the
 // chain's lock commits asynchronously (set_config('synchronous_commit',
-// 'off', true), which releases the lock as soon as the commit is in the
-// WAL), and its end then waits for the flush: a synchronous commit of
+// 'off', true) in the append's statement, which releases the lock as
+// soon as the commit is in the WAL), and its end then waits for the
+// flush: a synchronous commit of
 // its own (syncBarrierSQL, which waits until the WAL is flushed up to its
 // commit record, and so up to the transaction's commit before it), shared
 // with every other commit waiting then. Another
@@ -77,20 +78,18 @@ type commitSync struct {
 	async bool
 }
 
-// chainLockSQL turns synchronous_commit off for the rest of q's
-// transaction when it is a durable write transaction of this backend, and
-// returns the statement ChainHead locks the chain with: the lock alone, or
-// the lock and the setting in one round trip.
-func (b *Backend) chainLockSQL(q any) string {
-	const lock = `SELECT pg_advisory_xact_lock($1, $2)`
+// asyncCommit reports whether q is a durable write transaction of this
+// backend, and marks it to commit without waiting for the disk and to wait
+// at its end: the chain's append then turns synchronous_commit off for
+// it.
+func (b *Backend) asyncCommit(q any) bool {
 	tx, ok := q.(*sql.Tx)
 	if !ok {
-		return lock
+		return false
 	}
 	v, ok := b.commits.Load(tx)
-	if !ok {
-		return lock
+	if ok {
+		v.(*commitSync).async = true
 	}
-	v.(*commitSync).async = true
-	return lock + `, set_config('synchronous_commit', 'off', true)`
+	return ok
 }

@@ -16,27 +16,36 @@ func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.
 	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
-// chainLockClass is the first key of the chain's advisory lock: "MCCH" in
-// ASCII; the second is lockID(schema), as the migration's lock has.
-const chainLockClass int32 = 0x4D434348
-
-// ChainHead takes the chain's lock, a transaction-scoped advisory lock of
-// the ledger's schema, so that the transactions that append to the
-// history take turns until each commits, and returns the newest link. At
-// READ COMMITTED the read, a statement after the lock is granted, sees
-// the entries of the transaction that held it before. A durable
-// transaction then commits without waiting for the disk, and waits after
-// (see BeginDurableWrite), so that the lock is not held through a flush.
+// ChainHead locks the chain's head row until q's transaction ends and
+// returns the newest link.
 func (b *Backend) ChainHead(ctx context.Context, q driver.Querier) (ledger.Link, error) {
-	const op = "lock the history's chain in"
-	if _, err := q.ExecContext(ctx, b.chainLockSQL(q), chainLockClass, lockID(b.schema)); err != nil {
-		return ledger.Link{}, b.interpretError(op, err)
-	}
 	link, err := sqlval.ScanLink(q.QueryRowContext(ctx, b.sql.chainHead))
 	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Link{}, nil
+		err = errNoChainHead
 	}
-	return link, b.interpretError(op, err)
+	return link, b.interpretError("read the history's newest link in", err)
+}
+
+// errNoChainHead is the cause of an append to a ledger whose chain has no
+// head row, which only a hand outside this library can take away.
+var errNoChainHead = errors.New("the history's chain has no head (ledger_chain_head is empty): the ledger was changed outside this library; run mcp-changeset verify and restore the ledger from a backup")
+
+// AppendChained appends e as the chain's next link in one statement (see
+// appendChainedSQL), which holds the head row's lock until q's
+// transaction ends. A durable transaction then commits without waiting
+// for the disk, and waits after (see BeginDurableWrite), so that the lock
+// is not held through a flush.
+func (b *Backend) AppendChained(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) (ledger.Link, error) {
+	query := b.sql.appendChained
+	if b.asyncCommit(q) {
+		query = b.sql.appendChainedAsync
+	}
+	args := append([]any{[]byte(ledger.HistoryHashPrefix), ledger.HistoryFields(e)}, sqlval.HistoryArgs(e)[1:10]...)
+	link, err := sqlval.ScanLink(q.QueryRowContext(ctx, query, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = errNoChainHead
+	}
+	return link, b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
 // ListPrunedLinks returns up to limit links of pruned entries above after.

@@ -152,6 +152,11 @@ func (b *Backend) migrate(ctx context.Context, create bool, timeout time.Duratio
 			if err := sqlval.ChainExisting(ctx, tx, dollar); err != nil {
 				return b.interpretError(op+" (migration "+m.Name+")", err)
 			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_chain_head (seq, hash)
+				SELECT coalesce(max(seq), 0), coalesce((SELECT hash FROM ledger_history ORDER BY seq DESC LIMIT 1), $1)
+				FROM ledger_history`, make([]byte, 32)); err != nil {
+				return b.interpretError(op+" (migration "+m.Name+")", err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO changeset_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			return b.interpretError(op+" (migration "+m.Name+")", err)

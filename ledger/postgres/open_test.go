@@ -90,7 +90,7 @@ func TestOpen_CreatesOnlyWhenAsked(t *testing.T) {
 		t.Errorf("refused opens created tables %q or schemas (%d)", got, schemas)
 	}
 	b := open(t, dsn, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
+	if got := tables(t, db, "public"); got != "change_deps changes changeset_migrations ledger_approvals ledger_chain_head ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
 		t.Errorf("tables of a new ledger: %q", got)
 	}
 	if b.Schema() != "public" {
@@ -133,7 +133,7 @@ func TestOpen_RefusesForeignTables(t *testing.T) {
 	}
 	// Asked to create, the ledger goes beside the application's tables.
 	open(t, other, ledger.OpenOptions{Create: true})
-	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
+	if got := tables(t, db, "other"); got != "change_deps changes changeset_migrations invoices ledger_approvals ledger_chain_head ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs" {
 		t.Errorf("tables: %q", got)
 	}
 }
@@ -181,7 +181,7 @@ func TestOpen_SchemasKeepLedgersApart(t *testing.T) {
 	if _, err := a.DB().ExecContext(ctx, `CREATE TABLE tickets (id int)`); err != nil {
 		t.Fatal(err)
 	}
-	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations ledger_approvals ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs tickets" {
+	if got := tables(t, rawDB(t, dsn), "server_a"); got != "change_deps changes changeset_migrations ledger_approvals ledger_chain_head ledger_decisions ledger_history ledger_history_pruned ledger_outbox meta runs tickets" {
 		t.Errorf("tables of server_a: %q", got)
 	}
 	if !strings.Contains(a.Location(), "changeset_schema=server_a") {

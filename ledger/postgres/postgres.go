@@ -179,6 +179,22 @@ func (b *Backend) BeginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
+// appendChainedSQL is the statement that appends one entry to the chain:
+// it moves the head row one link on (seq + 1, and the SHA-256 of the
+// prefix, the old head's hash, the new seq and the entry's other fields
+// as Go encodes them: ledger.HistoryHash computed in the database) and
+// inserts the entry with that seq and hash. The UPDATE waits for the head
+// row's lock and, once granted, works from the row's newest committed
+// version (READ COMMITTED re-reads it), so concurrent appends take turns
+// without a read before them. also is joined in: the async setting.
+func appendChainedSQL(also string) string {
+	return `WITH h AS (UPDATE {head} SET seq = seq + 1, hash = sha256($1::bytea || hash || int8send(seq + 1) || $2::bytea)
+			WHERE id = 1 RETURNING seq, hash)
+		INSERT INTO {history} (` + sqlval.HistoryColumns + `)
+		SELECT h.seq, $3, $4, $5, $6, $7, $8, $9, $10, $11, h.hash FROM h` + also + `
+		RETURNING seq, hash`
+}
+
 // BeginSnapshot starts a read-only REPEATABLE READ transaction: one
 // snapshot of the ledger for as long as it lasts, without locks.
 func (b *Backend) BeginSnapshot(ctx context.Context) (*sql.Tx, error) {
@@ -197,12 +213,13 @@ type statements struct {
 	insertRun, selectRuns, updateRun, runStatus, lockRuns, deleteRuns     string
 	getMeta, setMeta                                                      string
 	appendHistory, selectHistory, chainHead, prunedLinks                  string
+	appendChained, appendChainedAsync                                     string
 	unlinkChanges, unlinkRuns                                             string
 }
 
 func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
-	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps", "{history}", s+".ledger_history", "{pruned}", s+".ledger_history_pruned")
+	r := strings.NewReplacer("{changes}", s+".changes", "{runs}", s+".runs", "{meta}", s+".meta", "{change_deps}", s+".change_deps", "{history}", s+".ledger_history", "{pruned}", s+".ledger_history_pruned", "{head}", s+".ledger_chain_head")
 	return statements{
 		// One statement inserts the change and its change_deps rows
 		// (none when depends_on is NULL), so that neither is ever
@@ -231,10 +248,9 @@ func newStatements(schema string) statements {
 		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
 		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 11) + `)`),
 		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
-		chainHead: r.Replace(`SELECT seq, hash FROM (
-			(SELECT seq, hash FROM {history} ORDER BY seq DESC LIMIT 1)
-			UNION ALL
-			(SELECT seq, hash FROM {pruned} ORDER BY seq DESC LIMIT 1)) AS heads ORDER BY seq DESC LIMIT 1`),
+		chainHead: r.Replace(`SELECT seq, hash FROM {head} WHERE id = 1 FOR UPDATE`),
+		appendChained:      r.Replace(appendChainedSQL("")),
+		appendChainedAsync: r.Replace(appendChainedSQL(`, (SELECT set_config('synchronous_commit', 'off', true)) AS async`)),
 		prunedLinks: r.Replace(`SELECT seq, hash FROM {pruned} WHERE seq > $1 ORDER BY seq LIMIT $2`),
 		// A prune deletes rows (DELETE … RETURNING, which waits for a row
 		// another transaction holds and judges it by what that one left),

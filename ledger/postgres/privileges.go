@@ -40,6 +40,8 @@ type grant struct {
 //     with the changes and runs they describe.
 //   - ledger_history_pruned: Prune INSERTs the links of the entries it
 //     deletes; Verify reads them.
+//   - ledger_chain_head: every append UPDATEs its one row (which needs
+//     SELECT too, for the row's own values).
 //   - meta: the redaction and approval keys are INSERTed once (ON
 //     CONFLICT DO NOTHING) and read; never updated or deleted.
 //   - ledger_approvals: INSERTed when an agent asks, UPDATEd by every
@@ -58,6 +60,7 @@ var grants = []grant{
 	{kind: "TABLE", name: "change_deps", privs: []string{"SELECT", "INSERT"}, reader: true},
 	{kind: "TABLE", name: "ledger_history", privs: []string{"SELECT", "INSERT", "DELETE"}, reader: true},
 	{kind: "TABLE", name: "ledger_history_pruned", privs: []string{"SELECT", "INSERT"}, reader: true},
+	{kind: "TABLE", name: "ledger_chain_head", privs: []string{"SELECT", "UPDATE"}},
 	{kind: "TABLE", name: "meta", privs: []string{"SELECT", "INSERT"}},
 	{kind: "TABLE", name: "ledger_approvals", privs: []string{"SELECT", "INSERT", "UPDATE"}, reader: true},
 	{kind: "TABLE", name: "ledger_decisions", privs: []string{"SELECT", "INSERT"}, reader: true},

@@ -2,13 +2,16 @@
 -- migration 016 (see ledger.HistoryHash).
 --
 -- ledger_history.hash is the SHA-256 hash of the entry's fields and of the
--- hash of the entry before it by seq; the ledger writes it, with an
--- explicit seq one above the chain's newest link, when the transaction of
--- a transition commits, holding a transaction-scoped advisory lock that
--- makes the appends of concurrent transactions take turns (so seq is also
--- the order in which they committed). The sequence behind seq's default is
--- no longer used. The entries already here are chained by Go right after
--- this SQL, in the same transaction (sqlval.ChainExisting).
+-- hash of the entry before it by seq. ledger_chain_head holds the chain's
+-- newest link, in its one row: when the transaction of a transition
+-- commits, one statement per entry updates that row (seq + 1, the new
+-- hash, computed here with sha256() from the fields Go encodes) and
+-- inserts the entry with them. The row's lock makes the appends of
+-- concurrent transactions take turns until each ends, so seq is also the
+-- order in which they committed. The sequence behind seq's default is no
+-- longer used. The entries already here are chained by Go right after
+-- this SQL, in the same transaction (sqlval.ChainExisting), and the head
+-- set to the newest of them.
 --
 -- ledger_history.removed is, on a prune's entry, how many entries the
 -- prune deleted with its rows, and ledger_history_pruned keeps the link
@@ -16,6 +19,14 @@
 
 ALTER TABLE ledger_history ADD COLUMN removed integer NOT NULL DEFAULT 0;
 ALTER TABLE ledger_history ADD COLUMN hash bytea;
+
+CREATE TABLE ledger_chain_head (
+    id   integer NOT NULL DEFAULT 1,
+    seq  bigint  NOT NULL,
+    hash bytea   NOT NULL,
+    CONSTRAINT ledger_chain_head_pkey PRIMARY KEY (id),
+    CONSTRAINT ledger_chain_head_one CHECK (id = 1)
+);
 
 CREATE TABLE ledger_history_pruned (
     seq  bigint NOT NULL,
