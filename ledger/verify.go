@@ -47,7 +47,9 @@ const maxChainProblems = 100
 // that it is the chain the ledger wrote (see [HistoryHash]): every entry's
 // hash again from its fields and the link before it, every pruned entry's
 // link in its place, as many links of pruned entries as the prune entries
-// record, and opts.Checkpoint, if set, still there. It then checks every
+// record, the head the backend keeps (on PostgreSQL a row of its own, so
+// that deleting the newest entries shows there too), and
+// opts.Checkpoint, if set, still there. It then checks every
 // change and run against the status of its last entry and the invariants
 // of [Ledger.CheckWith]. An entry edited, re-timed, deleted or moved makes
 // the entry itself, or the one after it, fail to chain: Verification
@@ -73,6 +75,16 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 		func(last Link) { w.linkAfter = last.Seq })
 	if err := w.merge(entries, links, func() { progress("history", w.v.Entries+w.v.Pruned, 0) }); err != nil {
 		return nil, err
+	}
+	head, err := l.b.ChainHead(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case head.Seq != w.v.Head.Seq:
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the chain's head is entry %d, but the history ends at entry %d: the newest entries were deleted, or entries added outside the ledger", head.Seq, w.v.Head.Seq))
+	case head.Hash != w.v.Head.Hash:
+		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the chain's head holds another hash for entry %d than the history: the history was rewritten", head.Seq))
 	}
 	w.finish(opts.Checkpoint)
 	rows, err := l.checkAgainst(ctx, tx, w.reached, progress)

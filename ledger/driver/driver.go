@@ -153,12 +153,13 @@ type Backend interface {
 	// with their Hash (the zero Hash when the stored one is missing or
 	// not 32 bytes).
 	ListHistory(ctx context.Context, q Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error)
-	// ChainHead locks the history's chain until q's transaction ends,
-	// where writers of other transactions could otherwise append at the
-	// same time (PostgreSQL; on SQLite the write transaction holds the
-	// lock already), and returns its newest link: the entry, or the link
-	// of a pruned entry, with the highest Seq; the zero Link when there
-	// is none.
+	// ChainHead returns the history's newest link: the entry, or the link
+	// of a pruned entry, with the highest Seq (or, on a backend that
+	// keeps the head apart, the head it keeps); the zero Link when there
+	// is none. A backend without ChainAppender must hold the chain for
+	// the rest of q's write transaction, so that nobody appends between
+	// this read and the ledger's appends (SQLite's write lock does).
+	// Verify also calls it in its snapshot.
 	ChainHead(ctx context.Context, q Querier) (ledger.Link, error)
 	// ListPrunedLinks returns up to limit links of pruned entries (see
 	// DeleteChanges) with a Seq above after, lowest Seq first.

@@ -16,8 +16,8 @@ func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.
 	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
 }
 
-// ChainHead locks the chain's head row until q's transaction ends and
-// returns the newest link.
+// ChainHead returns the newest link, as the head row holds it. It locks
+// nothing: the ledger appends through AppendChained, which does.
 func (b *Backend) ChainHead(ctx context.Context, q driver.Querier) (ledger.Link, error) {
 	link, err := sqlval.ScanLink(q.QueryRowContext(ctx, b.sql.chainHead))
 	if errors.Is(err, sql.ErrNoRows) {

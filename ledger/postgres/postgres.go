@@ -248,7 +248,7 @@ func newStatements(schema string) statements {
 		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
 		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 11) + `)`),
 		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
-		chainHead: r.Replace(`SELECT seq, hash FROM {head} WHERE id = 1 FOR UPDATE`),
+		chainHead: r.Replace(`SELECT seq, hash FROM {head} WHERE id = 1`),
 		appendChained:      r.Replace(appendChainedSQL("")),
 		appendChainedAsync: r.Replace(appendChainedSQL(`, (SELECT set_config('synchronous_commit', 'off', true)) AS async`)),
 		prunedLinks: r.Replace(`SELECT seq, hash FROM {pruned} WHERE seq > $1 ORDER BY seq LIMIT $2`),
