@@ -244,14 +244,14 @@ func newStatements(schema string) statements {
 		lockRuns:  r.Replace(`SELECT id FROM {runs} WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
 		deleteRuns: r.Replace(`DELETE FROM {runs} WHERE id = ANY($1)
 			AND NOT EXISTS (SELECT 1 FROM {changes} WHERE {changes}.run_id = {runs}.id) RETURNING id`),
-		getMeta:       r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
-		setMeta:       r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
-		appendHistory: r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 11) + `)`),
-		selectHistory: r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
-		chainHead: r.Replace(`SELECT seq, hash FROM {head} WHERE id = 1`),
+		getMeta:            r.Replace(`SELECT value FROM {meta} WHERE key = $1`),
+		setMeta:            r.Replace(`INSERT INTO {meta} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`),
+		appendHistory:      r.Replace(`INSERT INTO {history} (` + sqlval.HistoryColumns + `) VALUES (` + placeholders(1, 11) + `)`),
+		selectHistory:      r.Replace(`SELECT ` + sqlval.HistorySelect + ` FROM {history}`),
+		chainHead:          r.Replace(`SELECT seq, hash FROM {head} WHERE id = 1`),
 		appendChained:      r.Replace(appendChainedSQL("")),
 		appendChainedAsync: r.Replace(appendChainedSQL(`, (SELECT set_config('synchronous_commit', 'off', true)) AS async`)),
-		prunedLinks: r.Replace(`SELECT seq, hash FROM {pruned} WHERE seq > $1 ORDER BY seq LIMIT $2`),
+		prunedLinks:        r.Replace(`SELECT seq, hash FROM {pruned} WHERE seq > $1 ORDER BY seq LIMIT $2`),
 		// A prune deletes rows (DELETE … RETURNING, which waits for a row
 		// another transaction holds and judges it by what that one left),
 		// then moves their history entries' links aside, in a statement
