@@ -26,7 +26,8 @@ var migrations = sqlval.LoadMigrations(migrationFiles, "migrations", "ledger/pos
 // ownTables are the tables of a ledger, besides changeset_migrations. A
 // schema that has any of them but no changeset_migrations holds another
 // application's tables.
-var ownTables = []string{"changes", "runs", "meta", "change_deps", "ledger_history", "ledger_approvals", "ledger_decisions", "ledger_outbox"}
+var ownTables = []string{"changes", "runs", "meta", "change_deps", "ledger_history", "ledger_approvals", "ledger_decisions", "ledger_outbox",
+	"ledger_history_pruned", "ledger_chain_head"}
 
 // identity is what a schema says about itself.
 type identity struct {
