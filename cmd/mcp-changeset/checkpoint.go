@@ -40,8 +40,13 @@ func (c *CheckpointCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The key first: a key that cannot be used stops the command before
-	// it reads the whole history.
+	// The ledger first: a mistyped ledger makes no key. Then the key,
+	// before the whole history is read.
+	l, err := openLedger(ctx, target, false, c.main.Now)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
 	key, created, err := checkpoint.LoadOrCreateKey(c.key)
 	if err != nil {
 		return errors.New(trimPackage(err))
@@ -50,11 +55,6 @@ func (c *CheckpointCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.main.Stderr, "mcp-changeset checkpoint: created the signing key %s (mode 0600); keep it away from the ledger's writers. Its public key, for verify --public-key: %s\n",
 			clean(c.key), checkpoint.FormatPublicKey(key.Public().(ed25519.PublicKey)))
 	}
-	l, err := openLedger(ctx, target, false, c.main.Now)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
 	progress := isTerminal(c.main.Stderr)
 	opts := ledger.VerifyOptions{}
 	if progress {

@@ -94,6 +94,16 @@ func TestCheckpoint_RefusesAKeyOthersCanRead(t *testing.T) {
 	}
 }
 
+func TestCheckpoint_MakesNoKeyForAMissingLedger(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "checkpoint.key")
+	wantErr(t, runL(t, filepath.Join(dir, "ledger.db"), "checkpoint", "--key", key), "ledger does not exist")
+	if _, err := os.Stat(key); err == nil {
+		t.Error("checkpoint made a key for a ledger that does not exist")
+	}
+}
+
 func TestCheckpoint_RefusesABrokenOrEmptyHistory(t *testing.T) {
 	t.Parallel()
 	onBackends(t, func(t *testing.T, target string) {
