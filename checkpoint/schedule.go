@@ -35,6 +35,9 @@ const DefaultEvery = time.Hour
 //
 // The files in Dir are worth most when copied elsewhere, out of reach of
 // whoever can write the ledger (docs/security-model.md).
+//
+// A Schedule remembers its newest checkpoint: run it from one goroutine
+// at a time (changeset.Options.Checkpoints runs a copy of it).
 type Schedule struct {
 	// Key signs the checkpoints; [LoadOrCreateKey] reads it from a file.
 	Key ed25519.PrivateKey

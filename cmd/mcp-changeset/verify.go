@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -158,7 +159,7 @@ func verifyLedger(ctx context.Context, l *ledger.Ledger, views []checkpointView,
 			order = append(order, i)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return int(views[b].Seq - views[a].Seq) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(views[b].Seq, views[a].Seq) })
 	links := []ledger.Link{{}} // no checkpoint: one read all the same
 	if len(order) > 0 {
 		links = links[:0]
