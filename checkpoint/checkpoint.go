@@ -111,14 +111,14 @@ func Sign(key ed25519.PrivateKey, link ledger.Link, at time.Time) (*Statement, e
 	return s, nil
 }
 
-// Errors of Verify, to match with errors.Is.
+// Errors of Verify, Sign and Take, to match with errors.Is.
 var (
 	// ErrBadSignature: the signature does not verify under the
 	// statement's public key, so a field changed after it was signed, or
 	// it was never signed with that key.
 	ErrBadSignature = errors.New("checkpoint: the signature does not match the statement's seq, hash and at: the statement was changed after it was signed, or was not signed with its public_key")
-	// ErrUntrustedKey: the statement verifies, but under another key than
-	// the one the verifier trusts.
+	// ErrUntrustedKey: the statement names another public key than the
+	// one the verifier trusts; its signature is not even looked at.
 	ErrUntrustedKey = errors.New("checkpoint: the statement was signed by another key than the trusted one")
 	// ErrEmpty: the history has no entry to sign yet.
 	ErrEmpty = errors.New("checkpoint: the history is empty: there is no entry to sign yet")

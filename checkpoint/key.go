@@ -16,21 +16,18 @@ import (
 	"strings"
 )
 
-// The key file holds one Ed25519 private key as a PEM block of type
-// "PRIVATE KEY" in PKCS #8, the form of `openssl genpkey -algorithm
-// ed25519`; `openssl pkey -in FILE -pubout` prints its public half. Like
-// ssh with its keys, the package refuses a key file that the file's group
-// or others may read or write: whoever reads the key can sign checkpoints.
-
 // pemPrivate and pemPublic are the PEM block types of the key files.
 const (
 	pemPrivate = "PRIVATE KEY"
 	pemPublic  = "PUBLIC KEY"
 )
 
-// LoadKey reads the Ed25519 private key in the file at path (see the
-// format above). It refuses a file whose mode lets its group or others
-// read or write it, and says how to fix that.
+// LoadKey reads the Ed25519 private key in the file at path. The file
+// holds one PEM block of type "PRIVATE KEY" in PKCS #8, the form of
+// `openssl genpkey -algorithm ed25519`; `openssl pkey -in FILE -pubout`
+// prints its public half. Like ssh with its keys, LoadKey refuses a file
+// whose mode lets its group or others read or write it, and says how to
+// fix that: whoever reads the key can sign checkpoints.
 func LoadKey(path string) (ed25519.PrivateKey, error) {
 	f, err := os.Open(path)
 	if err != nil {
