@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/checkpoint"
 	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
@@ -41,6 +42,9 @@ type Guard struct {
 	// notifyStop ends the webhook sender of Options.Notify and waits for
 	// it; nil when there is none.
 	notifyStop func()
+	// checkpointsStop ends the schedule of Options.Checkpoints and waits
+	// for it; nil when there is none.
+	checkpointsStop func()
 }
 
 // New opens the ledger named by opts and returns a Guard for server. It
@@ -110,6 +114,12 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 			return nil, err
 		}
 	}
+	if opts.Checkpoints != nil {
+		if err := g.startCheckpoints(*opts.Checkpoints); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	if server != nil {
 		server.AddReceivingMiddleware(g.middleware)
 		if !opts.NoSharedTools {
@@ -120,13 +130,41 @@ func New(server *mcp.Server, opts Options) (*Guard, error) {
 	return g, nil
 }
 
-// Close stops the webhook sender (Options.Notify), if any, and closes the
-// ledger if the Guard opened it.
+// Close stops the webhook sender (Options.Notify) and the checkpoint
+// schedule (Options.Checkpoints), if any, and closes the ledger if the
+// Guard opened it.
 func (g *Guard) Close() error {
 	g.stopNotify()
+	if g.checkpointsStop != nil {
+		g.checkpointsStop()
+		g.checkpointsStop = nil
+	}
 	if g.ownsLedger {
 		return g.ledger.Close()
 	}
+	return nil
+}
+
+// startCheckpoints runs s on the Guard's ledger until Close, logging to
+// the Guard's logger and signing at the Guard's clock unless s names its
+// own.
+func (g *Guard) startCheckpoints(s checkpoint.Schedule) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
+	if s.Logger == nil {
+		s.Logger = g.log
+	}
+	if s.Now == nil {
+		s.Now = g.opts.Clock
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Run(ctx, g.ledger) // returns when ctx ends; s was checked above
+	}()
+	g.checkpointsStop = func() { cancel(); <-done }
 	return nil
 }
 

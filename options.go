@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/checkpoint"
 	"github.com/mcp-changeset/changeset-go/internal/seal"
 	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/mcp-changeset/changeset-go/notify"
@@ -157,6 +158,13 @@ type Options struct {
 	// New runs a copy of it in a goroutine until Close. When its Link is
 	// nil, the copy links to DashboardURL's pages.
 	Notify *notify.Webhook
+	// Checkpoints, when set, signs a checkpoint of the ledger's history
+	// once at start and then every Checkpoints.Every, each written to a
+	// file in Checkpoints.Dir (see package checkpoint): New runs a copy of
+	// it in a goroutine until Close. Its Logger defaults to Logger and its
+	// clock to Clock. Nil: no checkpoints (the operator can still take one
+	// with mcp-changeset checkpoint).
+	Checkpoints *checkpoint.Schedule
 	// ApprovalKey is the key (ApprovalKeySize bytes) that seals the request
 	// state of UserApproval. When nil, New uses a key kept in the ledger,
 	// created once, so that every server sharing the ledger uses the same

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/checkpoint"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
@@ -47,6 +49,13 @@ type Flags struct {
 	// signed with the secret in NotifySecretFile (--notify-secret-file
 	// FILE); see package notify.
 	NotifyWebhook, NotifySecretFile string
+	// CheckpointKey (--checkpoint-key FILE) and CheckpointDir
+	// (--checkpoint-dir DIR): sign a checkpoint of the ledger's history
+	// with the key in FILE (created, mode 0600, when missing) into DIR
+	// every CheckpointEvery (--checkpoint-every D, default 1h); see
+	// package checkpoint.
+	CheckpointKey, CheckpointDir string
+	CheckpointEvery              time.Duration
 	// AllowedHosts (--allowed-hosts, comma-separated or repeated): see
 	// HTTPOptions.AllowedHosts.
 	AllowedHosts []string
@@ -62,7 +71,8 @@ type Flags struct {
 // commonFlags names the flags Register adds, so that the usage text can
 // list them apart from a program's own.
 var commonFlags = map[string]bool{"ledger": true, "http": true, "stateless": true, "auth-token-file": true, "allow-remote": true, "dashboard": true, "dashboard-people": true, "allowed-hosts": true, "user-approval": true, "durability": true,
-	"approval": true, "approvers": true, "dashboard-url": true, "notify-webhook": true, "notify-secret-file": true}
+	"approval": true, "approvers": true, "dashboard-url": true, "notify-webhook": true, "notify-secret-file": true,
+	"checkpoint-key": true, "checkpoint-dir": true, "checkpoint-every": true}
 
 // Register adds the common flags to fs. name is the program's name, used
 // for the default ledger file.
@@ -101,6 +111,12 @@ func (f *Flags) Register(fs *flag.FlagSet, name string) {
 		"POST the ledger's events (approval requested or decided, change failed, run undone) as signed JSON to this `URL`; needs --notify-secret-file")
 	fs.StringVar(&f.NotifySecretFile, "notify-secret-file", "",
 		"the `file` holding the secret that signs --notify-webhook's events (X-Changeset-Signature: sha256=HMAC of the body)")
+	fs.StringVar(&f.CheckpointKey, "checkpoint-key", "",
+		"sign checkpoints of the ledger's history with the Ed25519 key in this `file` (created, mode 0600, when missing; its public key is logged at start); needs --checkpoint-dir")
+	fs.StringVar(&f.CheckpointDir, "checkpoint-dir", "",
+		"write each checkpoint to this `directory` as checkpoint-SEQ.json (created when missing); copy them where the ledger's writers cannot reach, and check them with mcp-changeset verify --checkpoint")
+	fs.DurationVar(&f.CheckpointEvery, "checkpoint-every", checkpoint.DefaultEvery,
+		"with --checkpoint-key: sign a checkpoint at start and then every `duration` (nothing when no entry was written since the last)")
 	fs.Var(&f.Durability, "durability",
 		"the ledger's `durability`: full (every commit waits for the disk) or claims (only the claims of an apply, an undo or a run's undo; a power loss may then lose the latest previews and outcomes, never at-most-once; see docs/reliability.md)")
 	fs.StringVar(&f.Dashboard, "dashboard", "",
@@ -156,6 +172,12 @@ func (f *Flags) checkApproval() error {
 		return fmt.Errorf("--approvers %d: want 1 to %d", f.Approvers, ledger.MaxApprovers)
 	case (f.NotifyWebhook == "") != (f.NotifySecretFile == ""):
 		return errors.New("--notify-webhook and --notify-secret-file go together: the secret signs every event")
+	case (f.CheckpointKey == "") != (f.CheckpointDir == ""):
+		return errors.New("--checkpoint-key and --checkpoint-dir go together: the key signs the checkpoints written to the directory")
+	case f.CheckpointEvery < 0 || f.CheckpointKey != "" && f.CheckpointEvery == 0:
+		return fmt.Errorf("--checkpoint-every %s: want a positive duration such as 1h", f.CheckpointEvery)
+	case f.CheckpointKey == "" && f.CheckpointEvery != 0 && f.CheckpointEvery != checkpoint.DefaultEvery:
+		return errors.New("--checkpoint-every only makes sense with --checkpoint-key and --checkpoint-dir")
 	case f.NotifyWebhook != "" && !strings.HasPrefix(f.NotifyWebhook, "http://") && !strings.HasPrefix(f.NotifyWebhook, "https://"):
 		return fmt.Errorf("--notify-webhook %q: want an http:// or https:// URL", f.NotifyWebhook)
 	}

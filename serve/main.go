@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/checkpoint"
 	"github.com/mcp-changeset/changeset-go/dashboard"
 	"github.com/mcp-changeset/changeset-go/notify"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -39,9 +41,9 @@ type Program struct {
 	// Options adjusts the Guard's options before changeset.New, for
 	// example to turn on user approval. LedgerPath, Logger, ScopeFunc
 	// (ScopeFromRequest) and Principal (PrincipalFromRequest) are already
-	// set, and so are Approval, Approvers, DashboardURL and Notify from
-	// --approval (or --user-approval), --approvers, --dashboard-url and
-	// --notify-webhook. Optional.
+	// set, and so are Approval, Approvers, DashboardURL, Notify and
+	// Checkpoints from --approval (or --user-approval), --approvers,
+	// --dashboard-url, --notify-webhook and --checkpoint-key. Optional.
 	Options func(o *changeset.Options)
 	// Verifier, when set, checks HTTP callers' bearer tokens instead of
 	// --auth-token-file (which then becomes optional): plug in your own
@@ -75,7 +77,11 @@ type Program struct {
 //     default the dashboard's own address), --approvers N of them;
 //   - with --notify-webhook URL and --notify-secret-file FILE, the
 //     ledger's events (an approval requested, a change failed, …) are
-//     POSTed, signed, to URL (see package notify).
+//     POSTed, signed, to URL (see package notify);
+//   - with --checkpoint-key FILE and --checkpoint-dir DIR, a checkpoint
+//     of the ledger's history is signed with the key in FILE (made on
+//     first use) into DIR at start and every --checkpoint-every (1h)
+//     (see package checkpoint).
 //
 // It serves until the client disconnects (stdio) or the process gets
 // SIGINT or SIGTERM, then stops gracefully and returns, so that main
@@ -158,6 +164,29 @@ func approvalOptions(f Flags, opts *changeset.Options, log *slog.Logger, dashboa
 	return nil
 }
 
+// checkpointOptions sets the Guard's checkpoint schedule from
+// --checkpoint-key, --checkpoint-dir and --checkpoint-every: the key is
+// read, or made on first use, and the directory created when missing.
+func checkpointOptions(f Flags, opts *changeset.Options, log *slog.Logger) error {
+	if f.CheckpointKey == "" {
+		return nil
+	}
+	key, created, err := checkpoint.LoadOrCreateKey(f.CheckpointKey)
+	if err != nil {
+		return fmt.Errorf("--checkpoint-key: %w", err)
+	}
+	pub := checkpoint.FormatPublicKey(key.Public().(ed25519.PublicKey))
+	if created {
+		log.Info("checkpoint key created (mode 0600); give its public key to mcp-changeset verify --public-key", "file", f.CheckpointKey, "public_key", pub)
+	}
+	if err := os.MkdirAll(f.CheckpointDir, 0o755); err != nil {
+		return fmt.Errorf("--checkpoint-dir: %w", err)
+	}
+	opts.Checkpoints = &checkpoint.Schedule{Key: key, Dir: f.CheckpointDir, Every: f.CheckpointEvery, Logger: log}
+	log.Info("signing checkpoints of the ledger's history", "dir", f.CheckpointDir, "every", f.CheckpointEvery.String(), "public_key", pub)
+	return nil
+}
+
 func usageError(name string, err error) {
 	fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
 	os.Exit(2)
@@ -203,6 +232,9 @@ func run(p Program, f Flags) error {
 		dashAddr = dashLn.Addr().String()
 	}
 	if err := approvalOptions(f, &opts, log, dashAddr); err != nil {
+		return err
+	}
+	if err := checkpointOptions(f, &opts, log); err != nil {
 		return err
 	}
 	if p.Options != nil {

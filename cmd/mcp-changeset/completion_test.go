@@ -80,7 +80,7 @@ func TestCompletion_BashCompletes(t *testing.T) {
 		{[]string{"mcp-changeset", "list", "--status", "appl"}, []string{"applied", "applying", "apply_failed"}},
 		{[]string{"mcp-changeset", "prune", "--older"}, []string{"--older-than", "--older-than-days"}},
 		{[]string{"mcp-changeset", "completion", "z"}, []string{"zsh"}},
-		{[]string{"mcp-changeset", "help", "ch"}, []string{"check"}},
+		{[]string{"mcp-changeset", "help", "ch"}, []string{"check", "checkpoint"}},
 	} {
 		got := complete(tc.words...)
 		slices.Sort(got)

@@ -50,6 +50,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"prune", "--older-than-days", "30", "--yes"}, exitOK},
 		{[]string{"prune", "--older-than-days", "30"}, exitDryRun}, // nothing left to do
 		{[]string{"prune"}, exitError},
+		{[]string{"verify"}, exitOK},
+		{[]string{"verify", "--json"}, exitOK},
+		{[]string{"verify", "extra"}, exitError},
+		{[]string{"checkpoint"}, exitError}, // no --key
 		{[]string{"approvals"}, exitOK},
 		{[]string{"approvals", "--json"}, exitOK},
 		{[]string{"approvals", "extra"}, exitError},
@@ -102,7 +106,7 @@ func TestNoOutputHoldsATokenOrDigest(t *testing.T) {
 	var outputs []string
 	do := func(args ...string) {
 		for _, format := range [][]string{nil, {"--json"}} {
-			if format != nil && !(args[0] == "list" || args[0] == "show" || args[0] == "runs") {
+			if format != nil && !(args[0] == "list" || args[0] == "show" || args[0] == "runs" || args[0] == "verify") {
 				continue
 			}
 			r := runL(t, f.path, append(args, format...)...) // run searches for every secret
@@ -116,6 +120,7 @@ func TestNoOutputHoldsATokenOrDigest(t *testing.T) {
 		}
 		do("runs")
 		do("check")
+		do("verify")
 		do("expire")
 		do("prune", "--older-than-days", "0", "--include-applied")
 		for _, id := range f.ids {

@@ -32,7 +32,7 @@ func execSQL(t *testing.T, path string, stmts ...string) {
 // changing, with and without --yes.
 func everyCommand(id string) [][]string {
 	return [][]string{
-		{"list"}, {"list", "--json"}, {"show", id}, {"show", id, "--json"}, {"runs"}, {"runs", "--json"}, {"check"},
+		{"list"}, {"list", "--json"}, {"show", id}, {"show", id, "--json"}, {"runs"}, {"runs", "--json"}, {"check"}, {"verify"}, {"verify", "--json"},
 		{"reconcile", id, "--note", "n"}, {"reconcile", id, "--note", "n", "--yes"},
 		{"prune", "--older-than-days", "1"}, {"prune", "--older-than-days", "0", "--include-applied", "--yes"},
 		{"expire"}, {"expire", "--yes"},
@@ -113,7 +113,9 @@ func TestReadOnlyFile_ReadCommandsWorkWritesAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := readFile(t, f.path)
-	for _, args := range [][]string{{"list"}, {"show", f.ids["applied"]}, {"runs", "--json"}, {"check", "--stale-after", "1000d"}, {"expire"}, {"prune", "--older-than-days", "0"}} {
+	key := filepath.Join(t.TempDir(), "checkpoint.key")
+	for _, args := range [][]string{{"list"}, {"show", f.ids["applied"]}, {"runs", "--json"}, {"check", "--stale-after", "1000d"}, {"expire"}, {"prune", "--older-than-days", "0"},
+		{"verify"}, {"checkpoint", "--key", key}} {
 		r := runL(t, f.path, args...)
 		if r.code == exitError {
 			t.Errorf("%v on a read-only file: %s", args, r)

@@ -1,8 +1,8 @@
 // Command mcp-changeset is the operator's tool for a changeset ledger: it
 // lists and shows changes and runs, prints the history of who did what,
 // closes changes that a dead process left
-// in flight, expires stale previews, prunes old rows and checks the ledger's
-// integrity.
+// in flight, expires stale previews, prunes old rows, checks the ledger's
+// integrity, verifies the history's hash chain and signs checkpoints of it.
 //
 // Install it with
 //
@@ -98,6 +98,10 @@ func (m *Main) command(name string) command {
 		return &ExpireCommand{main: m}
 	case "check":
 		return &CheckCommand{main: m}
+	case "verify":
+		return &VerifyCommand{main: m}
+	case "checkpoint":
+		return &CheckpointCommand{main: m}
 	case "approvals":
 		return &ApprovalsCommand{main: m}
 	case "approve":
@@ -223,6 +227,9 @@ Commands:
 	expire     mark pending changes past their expiry as expired
 	check      check the ledger's integrity and invariants, and find
 	           changes and runs left in flight
+	verify     verify the history's hash chain, the rows against it, and
+	           signed checkpoints
+	checkpoint sign a checkpoint of the history's newest entry
 	approvals  list the approvals waiting for people, newest first
 	approve    approve an agent's apply, undo or run undo, as a person
 	decline    decline an agent's apply, undo or run undo, as a person
