@@ -224,18 +224,23 @@ func (e *BrokenError) Error() string {
 // does not verify, and with [ErrEmpty] when it has no entry yet.
 //
 // Verifying reads the whole history, so Take costs what Verify costs; it
-// reads one snapshot, so the head it signs is the head it verified.
+// reads one snapshot, so the head it signs is the head it verified. A
+// Schedule verifies, after its first checkpoint, only what was written
+// since the last one.
 func Take(ctx context.Context, c Chain, key ed25519.PrivateKey) (*Statement, error) {
 	return take(ctx, c, key, ledger.Link{}, time.Now())
 }
 
-// take is Take with the link of an earlier checkpoint that the history
-// must still hold (zero for none) and the time to sign at.
+// take is Take with the link of an earlier checkpoint, verified then and
+// signed by the same key (zero for none), and the time to sign at. With
+// an earlier checkpoint it verifies only what came after it (see
+// ledger.VerifyOptions.After), which the history must still hold: a
+// schedule's checkpoint costs what was written since the last one.
 func take(ctx context.Context, c Chain, key ed25519.PrivateKey, prev ledger.Link, now time.Time) (*Statement, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("checkpoint: the signing key is %d bytes, not an Ed25519 private key (%d)", len(key), ed25519.PrivateKeySize)
 	}
-	v, err := c.Verify(ctx, ledger.VerifyOptions{Checkpoint: prev})
+	v, err := c.Verify(ctx, ledger.VerifyOptions{After: prev})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: not signed: %w", err)
 	}

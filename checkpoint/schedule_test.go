@@ -249,7 +249,7 @@ func TestSchedule_Run_HoldsTheHistoryToItsNewestCheckpoint(t *testing.T) {
 	cancel()
 	<-done
 	out := lg.String()
-	if !strings.Contains(out, "the history was rewritten after the checkpoint") {
+	if !strings.Contains(out, "is no longer in the history as it was verified before") {
 		t.Fatalf("the restarted schedule did not refuse the rewritten history; logs:\n%s", out)
 	}
 	if !strings.Contains(out, "checkpoint-99.json") {

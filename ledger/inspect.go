@@ -204,7 +204,13 @@ func (l *Ledger) checkRecent(ctx context.Context, since time.Time, progress func
 			add(&changeIDs, c.ID)
 		}
 	}
-	db := l.b.DB()
+	return l.checkNamed(ctx, l.b.DB(), changeIDs, runIDs, progress)
+}
+
+// checkNamed checks, in q, the invariants of the changes and runs named,
+// each against its own last history entry (read through the history's
+// index by row). A row that no longer exists (pruned since) is skipped.
+func (l *Ledger) checkNamed(ctx context.Context, db querier, changeIDs, runIDs []string, progress func(string, int, int)) ([]string, error) {
 	var problems []string
 	lastEntry := func(f HistoryFilter) (map[string]string, error) {
 		entries, err := l.b.ListHistory(ctx, db, f)

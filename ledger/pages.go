@@ -40,9 +40,9 @@ func (l *Ledger) runPages(ctx context.Context, q querier, f RunFilter) iter.Seq2
 }
 
 // historyPages yields the history entries f selects, oldest first, a page
-// at a time (f's own Limit and After are replaced).
+// at a time, from f.After on (f's own Limit is replaced).
 func (l *Ledger) historyPages(ctx context.Context, q querier, f HistoryFilter) iter.Seq2[[]HistoryEntry, error] {
-	f.Limit, f.After = scanPage, 0
+	f.Limit = scanPage
 	return pages(func() ([]HistoryEntry, error) { return l.b.ListHistory(ctx, q, f) },
 		func(e HistoryEntry) { f.After = e.Seq })
 }

@@ -15,6 +15,14 @@ type VerifyOptions struct {
 	// history rewritten after it, even into a chain that holds together,
 	// or cut back to an earlier end, fails that.
 	Checkpoint Link
+	// After, when not zero, is a link Verify checked before (the last
+	// checkpoint's, say): Verify then trusts the history up to it. It
+	// checks that the history still holds that link, hashes only the
+	// entries after it, and checks only the rows they name, so that its
+	// cost follows what was written since, not the ledger's size. The
+	// count of pruned entries' links against the prune entries, which
+	// needs the whole history, is left out.
+	After Link
 	// Progress, if set, is called as Verify reads: stage is "history",
 	// "runs" or "changes", done how many of them it has read, total how
 	// many there are (0 when unknown).
@@ -64,13 +72,30 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 	if progress == nil {
 		progress = func(string, int, int) {}
 	}
+	ctx, cancel := context.WithCancel(ctx) // ends the snapshot with Verify
+	defer cancel()
 	tx, err := l.b.BeginSnapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
 	w := chainWalk{v: &Verification{}, reached: map[string]string{}, want: opts.Checkpoint.Seq}
-	entries := l.historyPages(ctx, tx, HistoryFilter{})
+	if !opts.After.IsZero() {
+		found, err := l.linkAt(ctx, tx, opts.After.Seq)
+		if err != nil {
+			return nil, err
+		}
+		if found == nil || found.Hash != opts.After.Hash {
+			w.v.FirstBad = opts.After.Seq
+			w.v.Problems = append(w.v.Problems, fmt.Sprintf("entry %d is no longer in the history as it was verified before: the history was rewritten or cut back since", opts.After.Seq))
+			return w.v, nil
+		}
+		w.prev, w.v.Head, w.linkAfter, w.named = opts.After, opts.After, opts.After.Seq, map[string]bool{}
+		if w.want == opts.After.Seq {
+			w.found = found
+		}
+	}
+	entries := l.historyPages(ctx, tx, HistoryFilter{After: opts.After.Seq})
 	links := pages(func() ([]Link, error) { return l.b.ListPrunedLinks(ctx, tx, w.linkAfter, scanPage) },
 		func(last Link) { w.linkAfter = last.Seq })
 	if err := w.merge(entries, links, func() { progress("history", w.v.Entries+w.v.Pruned, 0) }); err != nil {
@@ -86,8 +111,13 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 	case head.Hash != w.v.Head.Hash:
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the chain's head holds another hash for entry %d than the history: the history was rewritten", head.Seq))
 	}
-	w.finish(opts.Checkpoint)
-	rows, err := l.checkAgainst(ctx, tx, w.reached, progress)
+	w.finish(opts.Checkpoint, opts.After.IsZero())
+	var rows []string
+	if opts.After.IsZero() {
+		rows, err = l.checkAgainst(ctx, tx, w.reached, progress)
+	} else {
+		rows, err = l.checkNamed(ctx, tx, w.changes, w.runs, progress)
+	}
 	w.v.Problems = append(w.v.Problems, rows...)
 	if err != nil {
 		return w.v, err
@@ -105,6 +135,18 @@ type chainWalk struct {
 	linkAfter int64             // where the next page of pruned links starts
 	found     *Link             // the link at the checkpoint's Seq, if read
 	want      int64             // the checkpoint's Seq
+	// named, when not nil (Verify with After), collects in changes and
+	// runs the rows the entries read name, each once.
+	named         map[string]bool
+	changes, runs []string
+}
+
+// name adds id to list unless it is empty or named already.
+func (w *chainWalk) name(list *[]string, id string) {
+	if id != "" && !w.named[id] {
+		w.named[id] = true
+		*list = append(*list, id)
+	}
 }
 
 // merge walks the entries and the pruned links together, in the order of
@@ -177,6 +219,10 @@ func (w *chainWalk) entry(e HistoryEntry) {
 	if e.To == HistoryPruned {
 		w.removed += e.Removed
 	}
+	if w.named != nil {
+		w.name(&w.changes, e.ChangeID)
+		w.name(&w.runs, e.RunID)
+	}
 	reach(w.reached, e)
 	switch {
 	case e.Hash.IsZero():
@@ -224,13 +270,13 @@ func (w *chainWalk) fail(seq int64, problem string) {
 }
 
 // finish adds what can be told only at the end: links past the ones
-// described, the pruned links against the prune entries' counts, and
-// the checkpoint.
-func (w *chainWalk) finish(cp Link) {
+// described, the pruned links against the prune entries' counts (when
+// the walk read the whole history), and the checkpoint.
+func (w *chainWalk) finish(cp Link, whole bool) {
 	if w.broken > maxChainProblems {
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("and %d more entries that do not chain", w.broken-maxChainProblems))
 	}
-	if w.v.Pruned != w.removed {
+	if whole && w.v.Pruned != w.removed {
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history keeps %d links of pruned entries, but its prune entries record %d deleted: entries were deleted, or links removed, outside a prune", w.v.Pruned, w.removed))
 	}
 	switch {
@@ -256,4 +302,24 @@ func subject(e HistoryEntry) string {
 		about = "run " + e.RunID
 	}
 	return about + " to " + e.To
+}
+
+// linkAt returns the link at seq, of an entry or of a pruned entry, or
+// nil when the history holds neither.
+func (l *Ledger) linkAt(ctx context.Context, q querier, seq int64) (*Link, error) {
+	entries, err := l.b.ListHistory(ctx, q, HistoryFilter{After: seq - 1, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 1 && entries[0].Seq == seq {
+		return &Link{Seq: seq, Hash: entries[0].Hash}, nil
+	}
+	links, err := l.b.ListPrunedLinks(ctx, q, seq-1, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(links) == 1 && links[0].Seq == seq {
+		return &links[0], nil
+	}
+	return nil, nil
 }

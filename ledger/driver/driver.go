@@ -166,7 +166,8 @@ type Backend interface {
 	ListPrunedLinks(ctx context.Context, q Querier, after int64, limit int) ([]ledger.Link, error)
 	// BeginSnapshot starts a read-only transaction that sees one
 	// consistent state of the ledger for as long as it lasts, and takes
-	// no write lock: Ledger.Verify reads the chain in it.
+	// no lock (a read of a row in it locks nothing); it ends when ctx is
+	// done, if not before. Ledger.Verify reads the chain in it.
 	BeginSnapshot(ctx context.Context) (*sql.Tx, error)
 
 	// InsertApproval stores a new approval. It fails if the ID exists.

@@ -20,6 +20,7 @@ func exerciseChain(t *testing.T, h Harness) {
 		{"EntryDeletedOutsideAPrune", testChainDeletedAsPruned},
 		{"CheckpointDetectsARewrite", testChainCheckpoint},
 		{"ConcurrentWritersChainInCommitOrder", testChainConcurrent},
+		{"AfterATrustedLinkReadsOnlyWhatCame", testChainAfter},
 	})
 }
 
@@ -385,5 +386,51 @@ func testChainConcurrent(t *testing.T, h Harness) {
 	}
 	if v := verify(t, l2, ledger.Link{}); !v.OK() || v.Entries != len(all) {
 		t.Fatalf("Verify = %+v", v)
+	}
+}
+
+// testChainAfter verifies from a link verified before: only what came
+// after it is read, a damaged entry after it is named, and a history that
+// no longer holds the link fails.
+func testChainAfter(t *testing.T, h Harness) {
+	ctx := context.Background()
+	l, clk := open(t, h)
+	life(t, l, clk, "chg_1", "")
+	trusted := verify(t, l, ledger.Link{}).Head
+	life(t, l, clk, "chg_2", "")
+	v, err := l.Verify(ctx, ledger.VerifyOptions{After: trusted})
+	if err != nil || !v.OK() || v.Entries != 5 || v.Head.Seq != 10 {
+		t.Fatalf("Verify after entry %d = %+v, %v; want the 5 entries after it", trusted.Seq, v, err)
+	}
+	// A row before the trusted link that disagrees is not read; one after
+	// it is.
+	tamper(t, l, `UPDATE changes SET status = 'applied' WHERE id = 'chg_1'`)
+	if v, _ := l.Verify(ctx, ledger.VerifyOptions{After: trusted}); !v.OK() {
+		t.Errorf("Verify after entry %d read chg_1, named only before it: %q", trusted.Seq, v.Problems)
+	}
+	tamper(t, l, `UPDATE changes SET status = 'applied' WHERE id = 'chg_2'`)
+	if v, _ := l.Verify(ctx, ledger.VerifyOptions{After: trusted}); v.OK() || !strings.Contains(v.Problems[0], "change chg_2: applied") {
+		t.Errorf("Verify after entry %d = %q; want chg_2 named", trusted.Seq, v.Problems)
+	}
+	tamper(t, l, `UPDATE changes SET status = 'undone' WHERE id IN ('chg_1', 'chg_2')`)
+	// An entry after it edited: named.
+	tamper(t, l, `UPDATE ledger_history SET note = 'x' WHERE seq = 8`)
+	if v, _ := l.Verify(ctx, ledger.VerifyOptions{After: trusted}); v.OK() || v.FirstBad != 8 {
+		t.Errorf("Verify after entry %d with entry 8 edited = first bad %d, %q", trusted.Seq, v.FirstBad, v.Problems)
+	}
+	tamper(t, l, `UPDATE ledger_history SET note = '' WHERE seq = 8`)
+	// The trusted entry itself rewritten: refused.
+	tamper(t, l, `UPDATE ledger_history SET hash = ? WHERE seq = ?`, make([]byte, 32), trusted.Seq)
+	if v, _ := l.Verify(ctx, ledger.VerifyOptions{After: trusted}); v.OK() || v.FirstBad != trusted.Seq || !strings.Contains(v.Problems[0], "no longer in the history") {
+		t.Errorf("Verify after a rewritten entry %d = first bad %d, %q", trusted.Seq, v.FirstBad, v.Problems)
+	}
+	tamper(t, l, `UPDATE ledger_history SET hash = ? WHERE seq = ?`, trusted.Hash[:], trusted.Seq)
+	// A trusted link whose entry a prune deleted still holds.
+	clk.Set(clk.Now().Add(48 * time.Hour))
+	if _, err := l.Prune(ctx, ledger.PruneOptions{OlderThan: 24 * time.Hour, By: "operator:dan"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := l.Verify(ctx, ledger.VerifyOptions{After: trusted}); err != nil || !v.OK() || v.Pruned != 5 {
+		t.Errorf("Verify after a pruned entry %d = %+v, %v", trusted.Seq, v, err)
 	}
 }

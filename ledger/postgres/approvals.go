@@ -25,7 +25,7 @@ func (b *Backend) InsertApproval(ctx context.Context, q driver.Querier, a *ledge
 // [ledger.ErrNotFound].
 func (b *Backend) GetApproval(ctx context.Context, q driver.Querier, id string) (*ledger.Approval, error) {
 	query := `SELECT ` + sqlval.Approvals.Columns() + ` FROM ` + b.table("ledger_approvals") + ` WHERE id = $1`
-	if _, inTx := q.(*sql.Tx); inTx {
+	if b.locks(q) {
 		query += ` FOR UPDATE`
 	}
 	a, err := sqlval.Approvals.Scan(q.QueryRowContext(ctx, query, id))

@@ -23,7 +23,7 @@ func (b *Backend) InsertChange(ctx context.Context, q driver.Querier, c *ledger.
 // error wrapping [ledger.ErrNotFound].
 func (b *Backend) GetChange(ctx context.Context, q driver.Querier, id string) (*ledger.Change, error) {
 	query := b.sql.selectChanges + ` WHERE id = $1`
-	if _, inTx := q.(*sql.Tx); inTx {
+	if b.locks(q) {
 		query += ` FOR UPDATE`
 	}
 	c, err := sqlval.Changes.Scan(q.QueryRowContext(ctx, query, id))

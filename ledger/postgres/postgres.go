@@ -82,6 +82,9 @@ type Backend struct {
 	// commits holds, for each durable write transaction in progress, how
 	// its commit reaches the disk (see durability.go).
 	commits sync.Map // *sql.Tx → *commitSync
+	// snapshots holds the read-only transactions of BeginSnapshot, in
+	// which a read locks nothing.
+	snapshots sync.Map // *sql.Tx → struct{}
 }
 
 var (
@@ -199,7 +202,24 @@ func appendChainedSQL(also string) string {
 // snapshot of the ledger for as long as it lasts, without locks.
 func (b *Backend) BeginSnapshot(ctx context.Context) (*sql.Tx, error) {
 	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	return tx, b.interpretError("begin a read transaction on", err)
+	if err != nil {
+		return nil, b.interpretError("begin a read transaction on", err)
+	}
+	b.snapshots.Store(tx, struct{}{})
+	context.AfterFunc(ctx, func() { b.snapshots.Delete(tx) })
+	return tx, nil
+}
+
+// locks reports whether a read of a row in q locks it: in a write
+// transaction (FOR UPDATE), not in the database's autocommit or in a
+// snapshot of BeginSnapshot.
+func (b *Backend) locks(q driver.Querier) bool {
+	tx, ok := q.(*sql.Tx)
+	if !ok {
+		return false
+	}
+	_, snapshot := b.snapshots.Load(tx)
+	return !snapshot
 }
 
 // statements are the backend's SQL with the schema filled in. The schema

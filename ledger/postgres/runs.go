@@ -21,7 +21,7 @@ func (b *Backend) InsertRun(ctx context.Context, q driver.Querier, r *ledger.Run
 // error wrapping [ledger.ErrNotFound].
 func (b *Backend) GetRun(ctx context.Context, q driver.Querier, id string) (*ledger.Run, error) {
 	query := b.sql.selectRuns + ` WHERE id = $1`
-	if _, inTx := q.(*sql.Tx); inTx {
+	if b.locks(q) {
 		query += ` FOR UPDATE`
 	}
 	r, err := sqlval.Runs.Scan(q.QueryRowContext(ctx, query, id))
