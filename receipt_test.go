@@ -2,6 +2,7 @@ package changeset_test
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -233,5 +234,69 @@ func TestReceipt_RunChangesAndReportsCarryNone(t *testing.T) {
 	st := mustCall(t, f.session, "get_change_status", map[string]any{"change_id": p["change_id"]})
 	if list, _ := st["receipts"].([]any); len(list) != 5 || list[4].(map[string]any)["to"] != "undone" {
 		t.Fatalf("the undone change lists %v", st["receipts"])
+	}
+}
+
+// TestReceipt_TheOnlyHashesAnAgentSeesAreTheChains: a hash in a receipt
+// is no secret, and it is the only thing shaped like a digest that
+// reaches the agent. Across a preview, an apply, an undo and their
+// statuses, no digest the ledger keeps for the change (of its payload,
+// its state, its scope, its tokens) appears in a result, and every
+// 64-hex string that does is the hash of an entry of the history.
+func TestReceipt_TheOnlyHashesAnAgentSeesAreTheChains(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	l := f.guard.Ledger()
+	var outputs []map[string]any
+	var digests []string
+	keep := func(id string) {
+		c, err := l.Change(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{string(c.PayloadHash), string(c.StateHash), string(c.ScopeHash), string(c.ConfirmHash), string(c.UndoHash)} {
+			if d != "" {
+				digests = append(digests, d)
+			}
+		}
+	}
+	p := mustCall(t, f.session, "preview_set", map[string]any{"key": "theme", "value": "dark"})
+	id := p["change_id"].(string)
+	keep(id)
+	a := mustCall(t, f.session, "apply_change", map[string]any{"change_id": id, "confirmation_token": p["confirmation_token"]})
+	keep(id) // the undo token's digest, live now
+	outputs = append(outputs, p, a, mustCall(t, f.session, "get_change_status", map[string]any{"change_id": id}))
+	u := mustCall(t, f.session, "undo_change", map[string]any{"change_id": id, "undo_token": a["undo_token"]})
+	outputs = append(outputs, u, mustCall(t, f.session, "get_change_status", map[string]any{"change_id": id}))
+	if len(digests) < 5 {
+		t.Fatalf("only %d digests to look for", len(digests))
+	}
+
+	chain := map[string]bool{}
+	all, err := l.History(ctx, ledger.HistoryFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		chain[e.Hash.String()] = true
+	}
+	shaped := regexp.MustCompile(`[0-9a-fA-F]{64}`)
+	seen := 0
+	for _, out := range outputs {
+		raw, _ := json.Marshal(out)
+		for _, d := range digests {
+			if strings.Contains(string(raw), d) {
+				t.Errorf("a result holds the digest %s: %s", d, raw)
+			}
+		}
+		for _, m := range shaped.FindAllString(string(raw), -1) {
+			if !chain[m] {
+				t.Errorf("a result holds %s, shaped like a digest and no hash of the history: %s", m, raw)
+			}
+			seen++
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no receipt hash in any result")
 	}
 }
