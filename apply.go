@@ -5,6 +5,7 @@ import (
 
 	"github.com/mcp-changeset/changeset-go/internal/pipeline"
 	"github.com/mcp-changeset/changeset-go/internal/voice"
+	"github.com/mcp-changeset/changeset-go/ledger"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -43,7 +44,7 @@ func (g *Guard) UndoAs(ctx context.Context, changeID, by string) (*UndoResult, e
 	if _, err := g.pipe.Undo(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &UndoResult{Status: "undone", ChangeID: changeID}, nil
+	return &UndoResult{Status: "undone", ChangeID: changeID, Receipt: g.receiptOf(ctx, changeID, ledger.Undone)}, nil
 }
 
 // apply is the apply of a change for the agent (req is nil for trusted
@@ -69,7 +70,8 @@ func (g *Guard) apply(ctx context.Context, req *mcp.CallToolRequest, id, token s
 		return nil, err
 	}
 	c := out.Change
-	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: c.Result, UndoToken: out.UndoToken}
+	res := &ApplyResult{Status: "applied", ChangeID: c.ID, Result: c.Result, UndoToken: out.UndoToken,
+		Receipt: g.receiptOf(ctx, c.ID, ledger.Applied)}
 	if out.UndoToken != "" {
 		res.UndoExpiresAt = voice.Time(c.UndoExpiresAt)
 	}
@@ -92,5 +94,5 @@ func (g *Guard) undo(ctx context.Context, req *mcp.CallToolRequest, id, token st
 	if _, err := g.pipe.Undo(ctx, cl, nil); err != nil {
 		return nil, err
 	}
-	return &UndoResult{Status: "undone", ChangeID: id}, nil
+	return &UndoResult{Status: "undone", ChangeID: id, Receipt: g.receiptOf(ctx, id, ledger.Undone)}, nil
 }

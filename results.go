@@ -50,12 +50,18 @@ type ApplyResult struct {
 	// inverse.
 	UndoToken     string `json:"undo_token,omitempty" jsonschema:"undoes it once, if it has an undo"`
 	UndoExpiresAt string `json:"undo_expires_at,omitempty" jsonschema:"when the undo token expires"`
+	// Receipt names the history entry that recorded the apply (see
+	// Receipt); absent only when the ledger could not be read back.
+	Receipt *Receipt `json:"receipt,omitempty" jsonschema:"the history entry that recorded it"`
 }
 
 // UndoResult is what a successful undo returns.
 type UndoResult struct {
 	Status   string `json:"status" jsonschema:"undone"`
 	ChangeID string `json:"change_id" jsonschema:"the change"`
+	// Receipt names the history entry that recorded the undo, as
+	// ApplyResult's does.
+	Receipt *Receipt `json:"receipt,omitempty" jsonschema:"the history entry that recorded it"`
 }
 
 // ChangeStatus is a change as the agent may see it: no tokens, no digests,
@@ -76,7 +82,7 @@ type ChangeStatus struct {
 	AppliedAt     string      `json:"applied_at,omitempty" jsonschema:"when applied"`
 	UndoExpiresAt string      `json:"undo_expires_at,omitempty" jsonschema:"when the undo window closes"`
 	UndoneAt      string      `json:"undone_at,omitempty" jsonschema:"when undone"`
-	Error         string      `json:"error,omitempty" jsonschema:"why it failed, in words, or the operation's error type"`
+	Error         string      `json:"error,omitempty" jsonschema:"why it failed (words or an error type)"`
 	// Failure says why an apply_failed or undo_failed change failed:
 	// state_changed, error, result_too_large or interrupted.
 	// PreviewedBy, AppliedBy and UndoneBy name who took each step:
@@ -91,6 +97,10 @@ type ChangeStatus struct {
 	// Approval is the change's latest approval by people, under person
 	// approval (get_change_status only).
 	Approval *ApprovalRef `json:"approval,omitempty" jsonschema:"{id, url, needed, status}: its latest approval by people"`
+	// Receipts are the receipts of the change's transitions, oldest
+	// first: the history entries that recorded them (get_change_status
+	// only; a run's list of changes leaves them out).
+	Receipts []TransitionReceipt `json:"receipts,omitempty" jsonschema:"the history entries of its transitions"`
 }
 
 // statusOf builds the agent's view of a change, as of now: Undoable only

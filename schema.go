@@ -79,6 +79,9 @@ func outputOptions(t reflect.Type) *jsonschema.ForOptions {
 	}
 	// An approval's three fields are named in its field's description.
 	opts.TypeSchemas[reflect.TypeFor[ApprovalRef]()] = &jsonschema.Schema{Type: "object"}
+	// A receipt's fields are named in the glossary (voice.Glossary).
+	opts.TypeSchemas[reflect.TypeFor[Receipt]()] = &jsonschema.Schema{Type: "object"}
+	opts.TypeSchemas[reflect.TypeFor[TransitionReceipt]()] = &jsonschema.Schema{Type: "object"}
 	return opts
 }
 
@@ -101,7 +104,8 @@ func outputOptions(t reflect.Type) *jsonschema.ForOptions {
 //     skipped`. The fields of those items are described where they are a
 //     tool's own result, or in the docs; repeating a typed, described
 //     schema for every list is what made a report's schema five times its
-//     size.
+//     size. A list of another tool's results (a run's changes) is a list
+//     whose description names them.
 func compactOutput(root *jsonschema.Schema) {
 	simplify(root)
 	describeItems(root, map[string]string{})
@@ -174,6 +178,10 @@ func describeItems(s *jsonschema.Schema, shapes map[string]string) {
 	for _, name := range propertyOrder(s) {
 		p := s.Properties[name]
 		if p == nil {
+			continue
+		}
+		if p.Items != nil && len(p.Items.Properties) == 0 && p.Items.Type == "object" && p.Description != "" {
+			p.Items = nil // a result of another tool's: the description says which
 			continue
 		}
 		if p.Items != nil && len(p.Items.Properties) > 0 {

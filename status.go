@@ -12,8 +12,9 @@ import (
 )
 
 // Status returns a change as the agent may see it (no tokens, no digests,
-// of an error only its kind or type name), as get_change_status does. A change of
-// another scope is reported as not found.
+// of an error only its kind or type name), as get_change_status does,
+// with the receipts of its transitions (see Receipt). A change of another
+// scope is reported as not found.
 func (g *Guard) Status(ctx context.Context, changeID string) (*ChangeStatus, error) {
 	return g.status(ctx, nil, changeID)
 }
@@ -31,6 +32,11 @@ func (g *Guard) status(ctx context.Context, req *mcp.CallToolRequest, id string)
 		return nil, changeNotFound(id)
 	}
 	st := g.statusOf(c)
+	entries, err := g.transitions(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	st.Receipts = receiptsOf(entries)
 	if o, ok := g.lookup(c.Action); ok && o.Approvers > 0 { // people approve its writes: say where that stands
 		all, err := g.ledger.Approvals(ctx, ledger.ApprovalFilter{ChangeID: c.ID, Limit: 1})
 		if err != nil {

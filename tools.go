@@ -141,7 +141,7 @@ type (
 		Limit  int    `json:"limit,omitempty" jsonschema:"default 20, at most 100"`
 	}
 	listRunsOutput struct {
-		Runs []RunInfo `json:"runs" jsonschema:"runs, newest first"`
+		Runs []RunInfo `json:"runs"` // newest first, as the tool's description says
 	}
 	undoRunInput struct {
 		RunID             string `json:"run_id"`

@@ -23,9 +23,9 @@ var update = flag.Bool("update", false, "rewrite the golden transcripts in testd
 // Transcript records every text a server sends the agent in a scripted
 // session (its instructions, its tool list, every result and every tool
 // error), so that a test can pin them in a golden file: a change of
-// wording is then a reviewed diff of that file. IDs, tokens and times,
-// which differ on every run, are replaced by stable names in the order
-// they first appear (chg_1, run_1, <confirm 1>, <time>).
+// wording is then a reviewed diff of that file. IDs, tokens, hashes and
+// times, which differ on every run, are replaced by stable names in the
+// order they first appear (chg_1, run_1, <confirm 1>, <hash 1>, <time>).
 type Transcript struct {
 	c     *Client
 	steps []step
@@ -114,36 +114,48 @@ func visible(text string) string {
 	return b.String()
 }
 
-// varying matches what differs from run to run: IDs, tokens, times and
-// the paths of temporary directories.
-var varying = regexp.MustCompile(`\b(chg|run|apr)_[0-9a-f]{20}\b|\b(confirm|undo)_[A-Za-z0-9_-]{24,}|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z|(/tmp|/var/folders)/[^\s"]+`)
+// varying matches what differs from run to run: IDs, tokens, times, the
+// hash of a receipt (a history entry's hash covers its time; other hashes,
+// of contents, stay as they are) and the paths of temporary directories.
+var varying = regexp.MustCompile(`\b(chg|run|apr)_[0-9a-f]{20}\b|\b(confirm|undo)_[A-Za-z0-9_-]{24,}|"hash": "[0-9a-f]{64}"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z|(/tmp|/var/folders)/[^\s"]+`)
 
 func (tr *Transcript) stable(text string) string {
 	return varying.ReplaceAllStringFunc(text, func(s string) string {
-		if n, ok := tr.names[s]; ok {
-			return n
+		if hex, ok := strings.CutPrefix(s, `"hash": "`); ok {
+			return `"hash": "` + tr.name(strings.TrimSuffix(hex, `"`)) + `"`
 		}
-		var kind string
-		switch {
-		case strings.HasPrefix(s, "chg_"), strings.HasPrefix(s, "run_"), strings.HasPrefix(s, "apr_"):
-			kind = s[:3]
-		case strings.HasPrefix(s, "confirm_"):
-			kind = "<confirm"
-		case strings.HasPrefix(s, "undo_"):
-			kind = "<undo"
-		case strings.HasPrefix(s, "/"):
-			return "<tmp>"
-		default:
-			return "<time>"
-		}
-		tr.count[kind]++
-		n := fmt.Sprintf("%s_%d", kind, tr.count[kind])
-		if kind[0] == '<' {
-			n = fmt.Sprintf("%s %d>", kind, tr.count[kind])
-		}
-		tr.names[s] = n
-		return n
+		return tr.name(s)
 	})
+}
+
+// name is the stable name of s, one of varying's matches (a receipt's
+// hash without its key).
+func (tr *Transcript) name(s string) string {
+	if n, ok := tr.names[s]; ok {
+		return n
+	}
+	var kind string
+	switch {
+	case strings.HasPrefix(s, "chg_"), strings.HasPrefix(s, "run_"), strings.HasPrefix(s, "apr_"):
+		kind = s[:3]
+	case strings.HasPrefix(s, "confirm_"):
+		kind = "<confirm"
+	case strings.HasPrefix(s, "undo_"):
+		kind = "<undo"
+	case strings.HasPrefix(s, "/"):
+		return "<tmp>"
+	case len(s) == 64:
+		kind = "<hash"
+	default:
+		return "<time>"
+	}
+	tr.count[kind]++
+	n := fmt.Sprintf("%s_%d", kind, tr.count[kind])
+	if kind[0] == '<' {
+		n = fmt.Sprintf("%s %d>", kind, tr.count[kind])
+	}
+	tr.names[s] = n
+	return n
 }
 
 // txtar is the transcript in txtar form: a comment, then one file per
