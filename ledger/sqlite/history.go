@@ -54,7 +54,7 @@ func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.
 func (b *Backend) ListHistory(ctx context.Context, q driver.Querier, f ledger.HistoryFilter) ([]ledger.HistoryEntry, error) {
 	query, args := listHistoryQuery(f)
 	const op = "read history in"
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := b.queryPrepared(ctx, q, query, args...)
 	if err != nil {
 		return nil, b.interpretError(op, err)
 	}

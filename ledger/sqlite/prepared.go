@@ -30,6 +30,10 @@ var hotStatements = []string{getChangeSQL, insertChangeSQL, updateChangeSQL, get
 	first(listRunsQuery(ledger.RunFilter{ScopeHash: "-", Kind: ledger.RunSession, SessionKey: "-", Statuses: []ledger.RunStatus{ledger.RunOpen}, Limit: 1})),
 	first(listChangesQuery(ledger.ChangeFilter{RunID: "-", Limit: 1}, false)),
 	first(listChangesQuery(ledger.ChangeFilter{Statuses: []ledger.Status{ledger.Applied, ledger.Applying, ledger.UndoFailed}, ScopeHash: "-", DependsOnAny: []string{"-"}}, false)),
+	// A change's history, a page at a time: the receipt an apply and an
+	// undo read back, and get_change_status.
+	first(listHistoryQuery(ledger.HistoryFilter{ChangeID: "-", Limit: 1})),
+	first(listHistoryQuery(ledger.HistoryFilter{ChangeID: "-", After: 1, Limit: 1})),
 }
 
 // first is the query of a (query, arguments) pair.
