@@ -11,11 +11,12 @@ import (
 // and the Hash of the entry before it (by Seq), so that an entry edited,
 // re-timed, deleted or moved in the database no longer matches the entry
 // after it, and [Ledger.Verify] names the first one that does not. The
-// ledger computes the hash when the transaction that made the transition
-// commits: it locks the chain (on PostgreSQL; SQLite has one writer at a
-// time anyway), reads the newest link, numbers the transaction's entries
-// after it and writes them, so that Seq is the order of the chain on
-// every backend. A prune deletes entries with the rows they describe but
+// ledger numbers and hashes the entries when the transaction that made
+// the transitions commits, after the chain's newest link and under the
+// chain's lock (SQLite's one writer at a time; on PostgreSQL the lock of
+// a head row, moved by one statement per entry that hashes in the
+// database: driver.ChainAppender), so that Seq is the order of the chain
+// on every backend. A prune deletes entries with the rows they describe but
 // keeps each one's link (its Seq and Hash), and records in its own entry
 // how many it deleted: the chain stays whole, and an entry deleted outside
 // a prune still shows.
@@ -108,12 +109,13 @@ func HistoryFields(e HistoryEntry) []byte {
 	return binary.AppendUvarint(b, uint64(e.Removed))
 }
 
-// seal writes the transaction's history entries, at its commit: it locks
-// the chain, reads its newest link, and numbers and hashes each entry
-// after it, in the order the transaction made its transitions. Doing it
-// last means the chain's lock is the last lock a transaction takes (on
-// PostgreSQL, where writers run side by side), so a transaction holding
-// it never waits for a row another holds.
+// seal writes the transaction's history entries, at its commit,
+// numbered and hashed after the chain's newest link in the order the
+// transaction made its transitions: through the backend's AppendChained
+// where it has one, else after ChainHead. Doing it last means the chain's
+// lock is the last lock a transaction takes (on PostgreSQL, where writers
+// run side by side), so a transaction holding it never waits for a row
+// another holds.
 func (tx *Tx) seal() error {
 	if len(tx.entries) == 0 {
 		return nil
