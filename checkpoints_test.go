@@ -1,7 +1,6 @@
 package changeset_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -9,32 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
 	"github.com/mcp-changeset/changeset-go/checkpoint"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
-
-// lockedBuffer is a log destination several goroutines write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestNew_CheckpointsSignedUntilClose: with Options.Checkpoints, the
 // Guard signs the history's head into the directory, logs it with the
@@ -43,7 +24,7 @@ func TestNew_CheckpointsSignedUntilClose(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	_, key, _ := ed25519.GenerateKey(nil)
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	sched := &checkpoint.Schedule{Key: key, Dir: dir, Every: 5 * time.Millisecond}
 	g, err := changeset.New(nil, changeset.Options{LedgerPath: filepath.Join(t.TempDir(), "ledger.db"),
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Checkpoints: sched})

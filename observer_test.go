@@ -1,48 +1,29 @@
 package changeset_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // logBuffer is a slog JSON handler's output, safe to read while the Guard
 // writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ testkit.Buffer }
 
 // records returns the records logged so far with the message msg.
 func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
+	for _, r := range b.Records(t) {
 		if r["msg"] == msg {
 			out = append(out, r)
 		}
@@ -50,13 +31,6 @@ func (b *logBuffer) records(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// withLog sends the Guard's log to a buffer, at every level.
 func withLog(b *logBuffer) func(*changeset.Options) {
 	return func(o *changeset.Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))

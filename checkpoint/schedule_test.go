@@ -1,66 +1,29 @@
 package checkpoint_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/checkpoint"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/mcp-changeset/changeset-go/ledger"
 )
 
 // logs collects a logger's records as JSON lines, safely from several
 // goroutines.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// records returns the records logged so far.
-func (l *logs) records(t *testing.T) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
+type logs struct{ testkit.Buffer }
 
 // signed returns the records of checkpoints signed.
 func (l *logs) signed(t *testing.T) []map[string]any {
 	var out []map[string]any
-	for _, r := range l.records(t) {
+	for _, r := range l.Records(t) {
 		if r["msg"] == "checkpoint signed" {
 			out = append(out, r)
 		}
@@ -187,7 +150,7 @@ func TestSchedule_Tick_RefusesAndLogsATamperedHistoryThenGoesOn(t *testing.T) {
 		t.Fatalf("Tick signed a tampered history: %+v", st)
 	}
 	var refused map[string]any
-	for _, r := range lg.records(t) {
+	for _, r := range lg.Records(t) {
 		if r["level"] == "ERROR" {
 			refused = r
 		}

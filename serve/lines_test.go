@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -237,7 +238,7 @@ func startChild(t *testing.T, mode string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+mode)
-	stderr := new(lockedBuffer)
+	stderr := new(testkit.Buffer)
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -266,23 +267,6 @@ func startChild(t *testing.T, mode string) *child {
 	})
 	ch.initialize()
 	return ch
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The real thing: a server process on its standard input and output, with

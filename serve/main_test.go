@@ -16,6 +16,7 @@ import (
 	"time"
 
 	changeset "github.com/mcp-changeset/changeset-go"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -66,13 +67,13 @@ func runMain() {
 }
 
 // mainCmd runs the child with args and a fresh ledger.
-func mainCmd(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+func mainCmd(t *testing.T, args ...string) (*exec.Cmd, *testkit.Buffer, *testkit.Buffer) {
 	t.Helper()
 	args = append([]string{"--ledger", filepath.Join(t.TempDir(), "ledger.db")}, args...)
 	js, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=main", mainArgsEnv+"="+string(js), "MCP_CHANGESET_LEDGER=")
-	stdout, stderr := new(lockedBuffer), new(lockedBuffer)
+	stdout, stderr := new(testkit.Buffer), new(testkit.Buffer)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	return cmd, stdout, stderr
 }
@@ -179,7 +180,7 @@ func TestMain_VerifierIdentityIsScopeAndPrincipal(t *testing.T) {
 }
 
 // waitListening waits for the "listening on URL" line and returns the URL.
-func waitListening(t *testing.T, stderr *lockedBuffer) string {
+func waitListening(t *testing.T, stderr *testkit.Buffer) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

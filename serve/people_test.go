@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 )
 
 const (
@@ -18,7 +20,7 @@ const (
 
 // waitDashboard waits for the "svc: dashboard: URL…" line and returns the
 // whole line after "dashboard: ".
-func waitDashboard(t *testing.T, stderr *lockedBuffer) string {
+func waitDashboard(t *testing.T, stderr *testkit.Buffer) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
