@@ -131,6 +131,7 @@ func TestDurability_ProcessKilledAfterLazyCommitsLosesNothing(t *testing.T) {
 		if n := strings.Count(string(data), "applied\n"); n != 1 {
 			t.Errorf("the operation ran %d times, want 1", n)
 		}
+		verifyChain(t, l)
 	})
 }
 

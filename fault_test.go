@@ -43,7 +43,7 @@ var soak = flag.Bool("soak", os.Getenv("CHANGESET_SOAK") == "1", "run the fault 
 var faultKills atomic.Int64
 
 // checkLedger asserts the invariants of every row of l, and that the
-// ledger's own check finds nothing.
+// ledger's own check and Verify find nothing.
 func checkLedger(t *testing.T, l *ledger.Ledger) {
 	t.Helper()
 	ctx := context.Background()
@@ -62,6 +62,16 @@ func checkLedger(t *testing.T, l *ledger.Ledger) {
 	}
 	for _, p := range problems {
 		t.Errorf("check: %s", p)
+	}
+	// The history's chain holds whatever was cut short: a transaction
+	// that did not commit left no entry, one that did left its entries
+	// chained.
+	v, err := l.Verify(ctx, ledger.VerifyOptions{})
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	for _, p := range v.Problems {
+		t.Errorf("verify: %s", p)
 	}
 }
 

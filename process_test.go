@@ -314,7 +314,22 @@ func TestProcesses_RacingOneTokenApplyExactlyOnce(t *testing.T) {
 				t.Errorf("change %s: %v %v", id, rec.Status, err)
 			}
 		}
+		verifyChain(t, g.Ledger())
 	})
+}
+
+// verifyChain fails t unless l's history is the hash chain the ledger
+// wrote and every row agrees with it: what processes racing, or killed
+// midway, must leave.
+func verifyChain(t *testing.T, l *ledger.Ledger) {
+	t.Helper()
+	v, err := l.Verify(context.Background(), ledger.VerifyOptions{})
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	for _, p := range v.Problems {
+		t.Errorf("verify: %s", p)
+	}
 }
 
 func TestProcesses_KilledMidApplyStaysApplyingUntilReconciled(t *testing.T) {
@@ -387,6 +402,7 @@ func TestProcesses_KilledMidApplyStaysApplyingUntilReconciled(t *testing.T) {
 		if rec.Status != ledger.ApplyFailed || !strings.Contains(rec.Note, "not written") {
 			t.Fatalf("after reconcile: %s %q", rec.Status, rec.Note)
 		}
+		verifyChain(t, g.Ledger())
 	})
 }
 

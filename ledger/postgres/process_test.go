@@ -180,6 +180,12 @@ func TestProcesses_RacingClaimsHaveOneWinnerPerChange(t *testing.T) {
 		counts[w[0]]++
 	}
 	t.Logf("claims won per process: %v", counts)
+	// Four processes appended to one chain at once: it holds, numbered
+	// without a gap in the order they committed.
+	v, err := driver.NewLedger(b).Verify(ctx, ledger.VerifyOptions{})
+	if err != nil || !v.OK() || v.Entries != 2*rows || v.Head.Seq != 2*rows {
+		t.Errorf("Verify after the race = %+v, %v; want %d entries chained", v, err, 2*rows)
+	}
 }
 
 // testWriter sends a helper's standard error to the test log.
