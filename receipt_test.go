@@ -73,7 +73,7 @@ func entryTo(t *testing.T, l *ledger.Ledger, id string, to ledger.Status) ledger
 // link, as a checkpoint kept elsewhere would be checked.
 func verifiesWith(t *testing.T, l *ledger.Ledger, link ledger.Link) {
 	t.Helper()
-	v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoint: link})
+	v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoints: []ledger.Link{link}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ type Statement struct {
 }
 
 // Link returns the place in the chain the statement vouches for, for
-// [ledger.VerifyOptions].Checkpoint.
+// [ledger.VerifyOptions].Checkpoints.
 func (s *Statement) Link() ledger.Link { return ledger.Link{Seq: s.Seq, Hash: s.Hash} }
 
 // message returns the bytes the signature covers.

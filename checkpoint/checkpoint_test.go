@@ -222,7 +222,7 @@ func TestTake_SignsTheVerifiedHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := l.Verify(ctx, ledger.VerifyOptions{Checkpoint: st.Link()})
+	v, err := l.Verify(ctx, ledger.VerifyOptions{Checkpoints: []ledger.Link{st.Link()}})
 	if err != nil || !v.OK() || st.Link() != v.Head || st.Seq != 2 {
 		t.Fatalf("Take signed %+v; Verify with it = %+v, %v", st.Link(), v, err)
 	}

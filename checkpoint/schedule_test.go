@@ -96,7 +96,7 @@ func TestSchedule_Run_WritesAndLogsEachCheckpoint(t *testing.T) {
 		if err := checkpoint.Verify(st, pub); err != nil || st.Seq != int64(i) {
 			t.Errorf("%s: seq %d, Verify %v", path, st.Seq, err)
 		}
-		v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoint: st.Link()})
+		v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoints: []ledger.Link{st.Link()}})
 		if err != nil || !v.OK() {
 			t.Errorf("the ledger does not verify with %s: %v %v", path, v, err)
 		}

@@ -24,7 +24,7 @@ import (
 // A chain proves that nobody rewrote the history without rewriting every
 // entry after the change too. Someone who can write the database can do
 // that; a [Link] kept elsewhere (a signed checkpoint, see
-// [VerifyOptions].Checkpoint) detects it.
+// [VerifyOptions].Checkpoints) detects it.
 
 // Hash is the SHA-256 hash that chains a history entry to the entries
 // before it (see [HistoryHash]). It is not a secret: it prints in

@@ -9,12 +9,13 @@ import (
 // VerifyOptions say what [Ledger.Verify] checks besides the chain and the
 // rows.
 type VerifyOptions struct {
-	// Checkpoint, when not zero, is a link taken earlier and kept
-	// elsewhere (see package checkpoint): the history must still hold an
-	// entry, or a pruned entry's link, with its Seq and its Hash. A
-	// history rewritten after it, even into a chain that holds together,
-	// or cut back to an earlier end, fails that.
-	Checkpoint Link
+	// Checkpoints are links taken earlier and kept elsewhere (signed
+	// checkpoints, see package checkpoint; receipts an agent was given):
+	// the history must still hold, for each, an entry or a pruned entry's
+	// link with its Seq and its Hash. A history rewritten after one, even
+	// into a chain that holds together, or cut back to an earlier end,
+	// fails that.
+	Checkpoints []Link
 	// After, when not zero, is a link Verify checked before (the last
 	// checkpoint's, say): Verify then trusts the history up to it. It
 	// checks that the history still holds that link, hashes only the
@@ -42,6 +43,10 @@ type Verification struct {
 	// Problems says what is wrong, one line each, in the order of the
 	// history; empty when the history and the rows agree.
 	Problems []string
+	// Checkpoints says, for each of VerifyOptions.Checkpoints in its
+	// order, what is wrong with the history against it ("" when the
+	// history holds it); each line is among Problems too.
+	Checkpoints []string
 }
 
 // OK reports whether Verify found nothing wrong.
@@ -56,8 +61,8 @@ const maxChainProblems = 100
 // hash again from its fields and the link before it, every pruned entry's
 // link in its place, as many links of pruned entries as the prune entries
 // record, the head the backend keeps (on PostgreSQL a row of its own, so
-// that deleting the newest entries shows there too), and
-// opts.Checkpoint, if set, still there. It then checks every
+// that deleting the newest entries shows there too), and each of
+// opts.Checkpoints still there. It then checks every
 // change and run against the status of its last entry and the invariants
 // of [Ledger.CheckWith]. An entry edited, re-timed, deleted or moved makes
 // the entry itself, or the one after it, fail to chain: Verification
@@ -79,7 +84,7 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 		return nil, err
 	}
 	defer tx.Rollback()
-	w := chainWalk{v: &Verification{}, reached: map[string]string{}, want: opts.Checkpoint.Seq}
+	w := chainWalk{v: &Verification{}, reached: map[string]string{}}
 	if !opts.After.IsZero() {
 		found, err := l.linkAt(ctx, tx, opts.After.Seq)
 		if err != nil {
@@ -91,9 +96,6 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 			return w.v, nil
 		}
 		w.prev, w.v.Head, w.linkAfter, w.named = opts.After, opts.After, opts.After.Seq, map[string]bool{}
-		if w.want == opts.After.Seq {
-			w.found = found
-		}
 	}
 	entries := l.historyPages(ctx, tx, HistoryFilter{After: opts.After.Seq})
 	links := pages(func() ([]Link, error) { return l.b.ListPrunedLinks(ctx, tx, w.linkAfter, scanPage) },
@@ -111,7 +113,17 @@ func (l *Ledger) Verify(ctx context.Context, opts VerifyOptions) (*Verification,
 	case head.Hash != w.v.Head.Hash:
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the chain's head holds another hash for entry %d than the history: the history was rewritten", head.Seq))
 	}
-	w.finish(opts.Checkpoint, opts.After.IsZero())
+	w.finish(opts.After.IsZero())
+	for _, cp := range opts.Checkpoints {
+		problem, err := l.checkpointProblem(ctx, tx, cp, w.v.Head)
+		if err != nil {
+			return nil, err
+		}
+		w.v.Checkpoints = append(w.v.Checkpoints, problem)
+		if problem != "" {
+			w.v.Problems = append(w.v.Problems, problem)
+		}
+	}
 	var rows []string
 	if opts.After.IsZero() {
 		rows, err = l.checkAgainst(ctx, tx, w.reached, progress)
@@ -133,8 +145,6 @@ type chainWalk struct {
 	broken    int               // links that did not chain, described or not
 	reached   map[string]string // change or run ID → its last entry's status
 	linkAfter int64             // where the next page of pruned links starts
-	found     *Link             // the link at the checkpoint's Seq, if read
-	want      int64             // the checkpoint's Seq
 	// named, when not nil (Verify with After), collects in changes and
 	// runs the rows the entries read name, each once.
 	named         map[string]bool
@@ -215,7 +225,7 @@ func pull[T any](seq iter.Seq2[[]T, error]) (next func() (item T, more bool, err
 // entry checks one entry against the link before it.
 func (w *chainWalk) entry(e HistoryEntry) {
 	w.v.Entries++
-	w.note(Link{Seq: e.Seq, Hash: e.Hash})
+	w.v.Head = Link{Seq: e.Seq, Hash: e.Hash}
 	if e.To == HistoryPruned {
 		w.removed += e.Removed
 	}
@@ -241,20 +251,11 @@ func (w *chainWalk) entry(e HistoryEntry) {
 // again (the entry is gone), but the entry after it must chain to it.
 func (w *chainWalk) pruned(l Link) {
 	w.v.Pruned++
-	w.note(l)
+	w.v.Head = l
 	if l.Hash.IsZero() {
 		w.fail(l.Seq, fmt.Sprintf("the link of pruned entry %d has no hash", l.Seq))
 	}
 	w.prev = l
-}
-
-// note remembers the head, and the link at the checkpoint's Seq.
-func (w *chainWalk) note(l Link) {
-	w.v.Head = l
-	if w.want != 0 && l.Seq == w.want {
-		found := l
-		w.found = &found
-	}
 }
 
 // fail records a link that does not chain: the first is FirstBad, and
@@ -270,24 +271,35 @@ func (w *chainWalk) fail(seq int64, problem string) {
 }
 
 // finish adds what can be told only at the end: links past the ones
-// described, the pruned links against the prune entries' counts (when
-// the walk read the whole history), and the checkpoint.
-func (w *chainWalk) finish(cp Link, whole bool) {
+// described, and the pruned links against the prune entries' counts
+// (when the walk read the whole history).
+func (w *chainWalk) finish(whole bool) {
 	if w.broken > maxChainProblems {
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("and %d more entries that do not chain", w.broken-maxChainProblems))
 	}
 	if whole && w.v.Pruned != w.removed {
 		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history keeps %d links of pruned entries, but its prune entries record %d deleted: entries were deleted, or links removed, outside a prune", w.v.Pruned, w.removed))
 	}
-	switch {
-	case cp.IsZero():
-	case w.v.Head.Seq < cp.Seq:
-		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history ends at entry %d, before the checkpoint's entry %d: it was cut back after the checkpoint", w.v.Head.Seq, cp.Seq))
-	case w.found == nil:
-		w.v.Problems = append(w.v.Problems, fmt.Sprintf("the history holds no entry %d, the checkpoint's: it was rewritten after the checkpoint", cp.Seq))
-	case w.found.Hash != cp.Hash:
-		w.v.Problems = append(w.v.Problems, fmt.Sprintf("entry %d's hash is not the checkpoint's: the history was rewritten after the checkpoint", cp.Seq))
+}
+
+// checkpointProblem says what is wrong with the history, whose newest
+// link is head, against the checkpoint cp: "" when it holds cp. It reads
+// cp's entry or pruned link in q (the chain's walk vouched for the hashes
+// stored there).
+func (l *Ledger) checkpointProblem(ctx context.Context, q querier, cp Link, head Link) (string, error) {
+	if head.Seq < cp.Seq {
+		return fmt.Sprintf("the history ends at entry %d, before the checkpoint's entry %d: it was cut back after the checkpoint", head.Seq, cp.Seq), nil
 	}
+	found, err := l.linkAt(ctx, q, cp.Seq)
+	switch {
+	case err != nil:
+		return "", err
+	case found == nil:
+		return fmt.Sprintf("the history holds no entry %d, the checkpoint's: it was rewritten after the checkpoint", cp.Seq), nil
+	case found.Hash != cp.Hash:
+		return fmt.Sprintf("entry %d's hash is not the checkpoint's: the history was rewritten after the checkpoint", cp.Seq), nil
+	}
+	return "", nil
 }
 
 // subject names what an entry is about, for Verify's lines.

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type VerifyCommand struct {
 
 	ledger      string
 	checkpoints []string
+	receipts    []receiptView
 	publicKey   string
 	json        bool
 }
@@ -38,6 +40,7 @@ type verifyReport struct {
 	FirstBad    int64            `json:"first_bad"`
 	Problems    []string         `json:"problems"`
 	Checkpoints []checkpointView `json:"checkpoints"`
+	Receipts    []receiptView    `json:"receipts"`
 }
 
 // checkpointView is what verify found of one --checkpoint file.
@@ -65,6 +68,14 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("verify", &c.ledger)
 	fs.Func("checkpoint", "a checkpoint `file` the history must still hold (repeatable)", func(v string) error {
 		c.checkpoints = append(c.checkpoints, v)
+		return nil
+	})
+	fs.Func("receipt", "a `receipt` (SEQ:HASH, or its JSON) the history must still hold (repeatable)", func(v string) error {
+		r, err := parseReceipt(v)
+		if err != nil {
+			return err
+		}
+		c.receipts = append(c.receipts, r)
 		return nil
 	})
 	fs.StringVar(&c.publicKey, "public-key", "", "the key every checkpoint must be signed with: a `file`, or the key in base64")
@@ -95,7 +106,7 @@ func (c *VerifyCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer l.Close()
-	report, err := verifyLedger(ctx, l, views, !c.json && isTerminal(c.main.Stderr), c.main.Stderr)
+	report, err := verifyLedger(ctx, l, views, c.receipts, !c.json && isTerminal(c.main.Stderr), c.main.Stderr)
 	if err != nil {
 		return err
 	}
@@ -148,73 +159,103 @@ func checkpointLine(file, problem string) string {
 	return "checkpoint " + clean(file) + ": " + problem
 }
 
-// verifyLedger verifies l against each usable checkpoint of views, the
-// newest first: one read of the history each (one in all without a
-// checkpoint). The report's problems are the chain's and the rows' (from
-// the first read), then each checkpoint's.
-func verifyLedger(ctx context.Context, l *ledger.Ledger, views []checkpointView, progress bool, stderr io.Writer) (*verifyReport, error) {
-	order := make([]int, 0, len(views))
-	for i, v := range views {
-		if v.statement != nil {
-			order = append(order, i)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(views[b].Seq, views[a].Seq) })
-	links := []ledger.Link{{}} // no checkpoint: one read all the same
-	if len(order) > 0 {
-		links = links[:0]
-		for _, i := range order {
+// verifyLedger verifies l, in one read of the history, against each
+// usable checkpoint of views and each receipt. The report's problems are
+// the chain's and the rows', then each checkpoint's and each receipt's.
+func verifyLedger(ctx context.Context, l *ledger.Ledger, views []checkpointView, receipts []receiptView, progress bool, stderr io.Writer) (*verifyReport, error) {
+	var links []ledger.Link
+	var owner []*[]string // whose problems each link's are
+	for i := range views {
+		if views[i].statement != nil {
 			links = append(links, views[i].statement.Link())
+			owner = append(owner, &views[i].Problems)
 		}
 	}
-	report := &verifyReport{Problems: []string{}, Checkpoints: views}
-	for n, link := range links {
-		opts := ledger.VerifyOptions{Checkpoint: link}
-		if progress {
-			opts.Progress = checkProgress(stderr)
+	for i := range receipts {
+		links = append(links, ledger.Link{Seq: receipts[i].Seq, Hash: receipts[i].hash})
+		owner = append(owner, &receipts[i].Problems)
+	}
+	opts := ledger.VerifyOptions{Checkpoints: links}
+	if progress {
+		opts.Progress = checkProgress(stderr)
+	}
+	v, err := l.Verify(ctx, opts)
+	if progress {
+		fmt.Fprint(stderr, "\r\033[K") // clear the progress line
+	}
+	if err != nil {
+		return nil, err
+	}
+	report := &verifyReport{Problems: []string{}, Checkpoints: views, Receipts: receipts,
+		Entries: v.Entries, Pruned: v.Pruned, Head: v.Head, FirstBad: v.FirstBad}
+	for _, p := range v.Problems {
+		if !slices.Contains(v.Checkpoints, p) {
+			report.Problems = append(report.Problems, clean(p))
 		}
-		v, err := l.Verify(ctx, opts)
-		if progress {
-			fmt.Fprint(stderr, "\r\033[K") // clear the progress line
-		}
-		if err != nil {
-			return nil, err
-		}
-		own := checkpointProblems(v.Problems)
-		if n == 0 {
-			report.Entries, report.Pruned, report.Head, report.FirstBad = v.Entries, v.Pruned, v.Head, v.FirstBad
-			for _, p := range v.Problems {
-				if !slices.Contains(own, p) {
-					report.Problems = append(report.Problems, clean(p))
-				}
-			}
-		}
-		if len(order) > 0 {
-			cv := &views[order[n]]
-			for _, p := range own {
-				cv.Problems = append(cv.Problems, checkpointLine(cv.File, p))
-			}
+	}
+	for i, p := range v.Checkpoints {
+		if p != "" {
+			*owner[i] = append(*owner[i], p)
 		}
 	}
 	for i := range views {
+		for j, p := range views[i].Problems {
+			if !strings.HasPrefix(p, "checkpoint ") {
+				views[i].Problems[j] = checkpointLine(views[i].File, p)
+			}
+		}
 		views[i].OK = views[i].statement != nil && len(views[i].Problems) == 0
 		report.Problems = append(report.Problems, views[i].Problems...)
+	}
+	for i := range receipts {
+		for j, p := range receipts[i].Problems {
+			receipts[i].Problems[j] = fmt.Sprintf("receipt %d: %s", receipts[i].Seq, clean(p))
+		}
+		receipts[i].OK = len(receipts[i].Problems) == 0
+		report.Problems = append(report.Problems, receipts[i].Problems...)
 	}
 	report.OK = len(report.Problems) == 0
 	return report, nil
 }
 
-// checkpointProblems picks the lines of ledger.Verify that are about its
-// checkpoint: each of them, and no other, speaks of "the checkpoint's"
-// entry or hash.
-func checkpointProblems(problems []string) []string {
-	var out []string
-	for _, p := range problems {
-		if strings.Contains(p, "the checkpoint's") {
-			out = append(out, p)
-		}
+// receiptView is one --receipt: a link an agent was given with the result
+// of an apply or an undo, which the history must still hold.
+type receiptView struct {
+	Seq      int64    `json:"seq"`
+	Hash     string   `json:"hash"`
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+
+	hash ledger.Hash
+}
+
+// parseReceipt reads a --receipt value: SEQ:HASH, or the receipt's JSON
+// as a result carries it ({"seq":…,"hash":"…"}).
+func parseReceipt(value string) (receiptView, error) {
+	var r struct {
+		Seq  int64       `json:"seq"`
+		Hash ledger.Hash `json:"hash"`
 	}
-	return out
+	if strings.HasPrefix(strings.TrimSpace(value), "{") {
+		if err := json.Unmarshal([]byte(value), &r); err != nil {
+			return receiptView{}, usagef("not a receipt's JSON: %v", err)
+		}
+	} else {
+		seq, hash, ok := strings.Cut(value, ":")
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if !ok || err != nil {
+			return receiptView{}, usagef("want SEQ:HASH (the receipt's seq and hash), or the receipt's JSON")
+		}
+		h, err := ledger.ParseHash(hash)
+		if err != nil {
+			return receiptView{}, usagef("%v", err)
+		}
+		r.Seq, r.Hash = n, h
+	}
+	if r.Seq <= 0 {
+		return receiptView{}, usagef("a receipt's seq is 1 or more")
+	}
+	return receiptView{Seq: r.Seq, Hash: r.Hash.String(), Problems: []string{}, hash: r.Hash}, nil
 }
 
 // print writes the report and returns errReported when it found problems.
@@ -239,6 +280,9 @@ func (c *VerifyCommand) print(location string, r *verifyReport) error {
 			fmt.Fprintf(c.main.Stdout, "checkpoint %s: entry %d holds its hash (signed %s by %s)\n",
 				clean(v.File), v.Seq, time.Time(v.At).UTC().Format(time.RFC3339), key)
 		}
+		for _, rc := range r.Receipts {
+			fmt.Fprintf(c.main.Stdout, "receipt %d: the entry holds its hash\n", rc.Seq)
+		}
 	} else {
 		for _, p := range r.Problems {
 			fmt.Fprintln(c.main.Stdout, p)
@@ -258,7 +302,7 @@ func (c *VerifyCommand) print(location string, r *verifyReport) error {
 
 // Usage returns the help text of verify.
 func (c *VerifyCommand) Usage() string {
-	return `Usage: mcp-changeset verify [--checkpoint FILE]... [--public-key KEY] [--json]
+	return `Usage: mcp-changeset verify [--checkpoint FILE]... [--receipt SEQ:HASH]... [--public-key KEY] [--json]
 
 Verify the ledger's history: every entry is hashed again from its fields
 and the hash of the entry before it, and must match the hash it carries;
@@ -276,7 +320,9 @@ that entry N had hash H (see "mcp-changeset checkpoint"). With
 or the link a prune kept of it. Give --public-key, the key you sign your
 checkpoints with, so that a statement signed with any other key fails:
 without it, a statement is only checked against the key it names itself.
-Each checkpoint costs one more read of the history.
+With --receipt, the receipt an apply or an undo returned (its seq and
+hash), the history must hold that entry with that hash the same way.
+Checkpoints and receipts cost a lookup each, not another read.
 
 verify reads the whole history and every row, in one snapshot that no
 writer waits for; its cost grows with the ledger. The ledger is opened
@@ -290,6 +336,9 @@ Options:
 
 	--checkpoint FILE  a checkpoint the history must still hold; repeat
 	                   for several
+	--receipt R        a receipt the history must still hold: SEQ:HASH,
+	                   or the receipt's JSON {"seq":…,"hash":"…"}; repeat
+	                   for several
 	--public-key KEY   the Ed25519 public key every checkpoint must be
 	                   signed with: base64 (a statement's public_key), or a
 	                   file holding that or a PEM "PUBLIC KEY" block
@@ -300,6 +349,7 @@ Examples:
 
 	mcp-changeset verify
 	mcp-changeset verify --checkpoint /mnt/audit/checkpoint-1290.json --public-key checkpoint.pub
+	mcp-changeset verify --receipt 1234:5b0c…e1a4
 	mcp-changeset verify --json > verify.json || alert
 `
 }

@@ -296,3 +296,42 @@ func TestVerify_SeveralCheckpoints(t *testing.T) {
 		t.Errorf("the newer checkpoint, which the history still holds, was reported:\n%s", r)
 	}
 }
+
+// A receipt an agent was given (seq and hash, or the receipt's JSON) holds
+// while the history does, and fails once the history was rewritten: a
+// consistent rewrite, or a cut back to before it.
+func TestVerify_Receipts(t *testing.T) {
+	t.Parallel()
+	onBackends(t, func(t *testing.T, target string) {
+		lives(t, target, 1, 3)
+		l := writable(t, target)
+		all, err := l.History(context.Background(), ledger.HistoryFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		e := all[3]
+		plain := fmt.Sprintf("%d:%s", e.Seq, e.Hash)
+		asJSON := fmt.Sprintf(`{"seq":%d,"hash":"%s"}`, e.Seq, e.Hash)
+		want(t, runL(t, target, "verify", "--receipt", plain, "--receipt", asJSON), exitOK, fmt.Sprintf("receipt %d: the entry holds its hash", e.Seq))
+		r, rep := verifyJSON(t, target, "--receipt", plain)
+		if r.code != exitOK || len(rep.Receipts) != 1 || !rep.Receipts[0].OK || rep.Receipts[0].Hash != e.Hash.String() {
+			t.Fatalf("verify --json --receipt = %+v\n%s", rep, r)
+		}
+		// A receipt the history never gave: its hash, or its place.
+		other := all[2].Hash.String()
+		want(t, runL(t, target, "verify", "--receipt", fmt.Sprintf("%d:%s", e.Seq, other)), exitError,
+			fmt.Sprintf("receipt %d: entry %d's hash is not the checkpoint's", e.Seq, e.Seq))
+		want(t, runL(t, target, "verify", "--receipt", "99:"+other), exitError, "receipt 99: the history ends at entry 6, before the checkpoint's entry 99")
+		// The history rewritten from entry 2 on, consistently.
+		tamperWith(t, target, `UPDATE ledger_history SET actor = 'agent:mallory' WHERE seq = 2`)
+		rehash(t, target)
+		moveHead(t, target)
+		want(t, runL(t, target, "verify"), exitOK)
+		want(t, runL(t, target, "verify", "--receipt", plain), exitError, fmt.Sprintf("receipt %d: entry %d's hash is not the checkpoint's", e.Seq, e.Seq))
+		// Malformed receipts are usage errors.
+		for _, bad := range []string{"4", "x:" + other, "4:abc", "0:" + other, `{"seq":"4"}`} {
+			wantErr(t, runL(t, target, "verify", "--receipt", bad), "for flag -receipt: ")
+		}
+	})
+}

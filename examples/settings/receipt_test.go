@@ -68,7 +68,7 @@ func TestReceipts_AnAgentKeepsThemAndTheLedgerHoldsThem(t *testing.T) {
 		t.Fatalf("the ledger's entries %v; the receipts %v and %v", found, applyReceipt, undoReceipt)
 	}
 	for _, r := range []ledger.Link{applyReceipt, undoReceipt, failed} {
-		v, err := l.Verify(ctx, ledger.VerifyOptions{Checkpoint: r})
+		v, err := l.Verify(ctx, ledger.VerifyOptions{Checkpoints: []ledger.Link{r}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,11 @@ func life(t *testing.T, l *ledger.Ledger, clk *clock, id, run string) {
 // verify runs Verify and fails the test on an error.
 func verify(t *testing.T, l *ledger.Ledger, cp ledger.Link) *ledger.Verification {
 	t.Helper()
-	v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoint: cp})
+	var cps []ledger.Link
+	if !cp.IsZero() {
+		cps = []ledger.Link{cp}
+	}
+	v, err := l.Verify(context.Background(), ledger.VerifyOptions{Checkpoints: cps})
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
