@@ -66,8 +66,8 @@ func (b *Backend) BeginDurableWrite(ctx context.Context, lazy bool) (*sql.Tx, fu
 // transaction that wrote to the WAL besides its commit record, and a
 // transactional logical message (an empty one, under a prefix of this
 // library's, which nothing decodes unless someone subscribes to it) is
-// the smallest such write any role may make, at any wal_level from
-// replica up, without a table.
+// the smallest such write any role may make, at any wal_level (minimal
+// included: checked on PostgreSQL 15), without a table.
 const syncBarrierSQL = `SELECT pg_logical_emit_message(true, 'changeset-go/sync', '')`
 
 // commitSync is how a durable write transaction's commit reaches the
