@@ -61,6 +61,20 @@ type HistoryEntry struct {
 	Hash Hash
 }
 
+// About names what e is about, for messages: the approval, the change or
+// the run it records a move of, or the ledger itself (a prune's entry).
+func (e HistoryEntry) About() string {
+	switch {
+	case e.ApprovalID != "":
+		return "approval " + e.ApprovalID
+	case e.ChangeID != "":
+		return "change " + e.ChangeID
+	case e.RunID != "":
+		return "run " + e.RunID
+	}
+	return "the ledger"
+}
+
 // HistoryPruned is the To of the entry a prune appends: ChangeID and
 // RunID empty, By the operator who pruned, Note what was deleted. Such an
 // entry is never deleted (no row owns it), which on SQLite also keeps

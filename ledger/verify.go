@@ -236,13 +236,13 @@ func (w *chainWalk) entry(e HistoryEntry) {
 	reach(w.reached, e)
 	switch {
 	case e.Hash.IsZero():
-		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) has no hash: it was written outside the ledger, or its hash was removed", e.Seq, subject(e)))
+		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) has no hash: it was written outside the ledger, or its hash was removed", e.Seq, e.About()+" to "+e.To))
 	case HistoryHash(w.prev.Hash, e) != e.Hash:
 		after := "the start of the history"
 		if w.prev.Seq != 0 {
 			after = fmt.Sprintf("entry %d", w.prev.Seq)
 		}
-		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) does not match its hash after %s: it was edited, re-timed or moved, or an entry between them was deleted", e.Seq, subject(e), after))
+		w.fail(e.Seq, fmt.Sprintf("entry %d (%s) does not match its hash after %s: it was edited, re-timed or moved, or an entry between them was deleted", e.Seq, e.About()+" to "+e.To, after))
 	}
 	w.prev = Link{Seq: e.Seq, Hash: e.Hash}
 }
@@ -300,20 +300,6 @@ func (l *Ledger) checkpointProblem(ctx context.Context, q querier, cp Link, head
 		return fmt.Sprintf("entry %d's hash is not the checkpoint's: the history was rewritten after the checkpoint", cp.Seq), nil
 	}
 	return "", nil
-}
-
-// subject names what an entry is about, for Verify's lines.
-func subject(e HistoryEntry) string {
-	about := "the ledger"
-	switch {
-	case e.ApprovalID != "":
-		about = "approval " + e.ApprovalID
-	case e.ChangeID != "":
-		about = "change " + e.ChangeID
-	case e.RunID != "":
-		about = "run " + e.RunID
-	}
-	return about + " to " + e.To
 }
 
 // linkAt returns the link at seq, of an entry or of a pruned entry, or

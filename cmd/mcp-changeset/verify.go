@@ -163,17 +163,22 @@ func checkpointLine(file, problem string) string {
 // usable checkpoint of views and each receipt. The report's problems are
 // the chain's and the rows', then each checkpoint's and each receipt's.
 func verifyLedger(ctx context.Context, l *ledger.Ledger, views []checkpointView, receipts []receiptView, progress bool, stderr io.Writer) (*verifyReport, error) {
+	// Each link Verify is given, with whose problems its lines become and
+	// how they are headed.
 	var links []ledger.Link
-	var owner []*[]string // whose problems each link's are
+	var owner []*[]string
+	var prefix []string
 	for i := range views {
 		if views[i].statement != nil {
 			links = append(links, views[i].statement.Link())
 			owner = append(owner, &views[i].Problems)
+			prefix = append(prefix, checkpointLine(views[i].File, ""))
 		}
 	}
 	for i := range receipts {
 		links = append(links, ledger.Link{Seq: receipts[i].Seq, Hash: receipts[i].hash})
 		owner = append(owner, &receipts[i].Problems)
+		prefix = append(prefix, fmt.Sprintf("receipt %d: ", receipts[i].Seq))
 	}
 	opts := ledger.VerifyOptions{Checkpoints: links}
 	if progress {
@@ -195,22 +200,14 @@ func verifyLedger(ctx context.Context, l *ledger.Ledger, views []checkpointView,
 	}
 	for i, p := range v.Checkpoints {
 		if p != "" {
-			*owner[i] = append(*owner[i], p)
+			*owner[i] = append(*owner[i], prefix[i]+clean(p))
 		}
 	}
 	for i := range views {
-		for j, p := range views[i].Problems {
-			if !strings.HasPrefix(p, "checkpoint ") {
-				views[i].Problems[j] = checkpointLine(views[i].File, p)
-			}
-		}
 		views[i].OK = views[i].statement != nil && len(views[i].Problems) == 0
 		report.Problems = append(report.Problems, views[i].Problems...)
 	}
 	for i := range receipts {
-		for j, p := range receipts[i].Problems {
-			receipts[i].Problems[j] = fmt.Sprintf("receipt %d: %s", receipts[i].Seq, clean(p))
-		}
 		receipts[i].OK = len(receipts[i].Problems) == 0
 		report.Problems = append(report.Problems, receipts[i].Problems...)
 	}

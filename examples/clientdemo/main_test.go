@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 )
 
 // fullToken matches a confirmation or undo token printed in full.
@@ -23,7 +24,7 @@ func demoRun(t *testing.T, args []string, tweak func(*demo)) (int, string) {
 	if testing.Short() {
 		t.Skip("builds and runs the notes server and mcp-changeset")
 	}
-	var out, errs syncBuffer
+	var out, errs testkit.Buffer
 	code := runMain(context.Background(), args, &out, &errs, nil, tweak)
 	if errs.String() != "" {
 		t.Errorf("stderr: %s", errs.String())
@@ -118,7 +119,7 @@ func TestDemoVerbose(t *testing.T) {
 		t.Skip("builds and runs the notes server and mcp-changeset")
 	}
 	enter, press := io.Pipe()
-	var out syncBuffer
+	var out testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(context.Background(), []string{"--verbose"}, &out, io.Discard, nil, func(d *demo) { d.enter = enter })
@@ -248,22 +249,4 @@ func TestShort(t *testing.T) {
 	if got := (&demo{}).abbrev("change chg_5ad77fe707555384b0e8: run run_0cddd10fa55c89d190a7."); got != "change chg_5ad7…: run run_0cdd…." {
 		t.Errorf("abbrev = %q", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a test can read while the demo writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -99,7 +99,7 @@ func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []str
 			return err
 		}
 		rows = len(gone)
-		entries, err = affected(q.ExecContext(ctx, b.sql.unlinkChanges, gone))
+		entries, err = sqlval.Affected(q.ExecContext(ctx, b.sql.unlinkChanges, gone))
 		return err
 	})
 	return rows, entries, b.interpretError("delete changes from", err)
@@ -115,15 +115,6 @@ func returnedIDs(rows *sql.Rows, err error) ([]string, error) {
 		err := s.Scan(&id)
 		return id, err
 	})
-}
-
-// affected returns how many rows a statement's result wrote.
-func affected(res sql.Result, err error) (int, error) {
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }
 
 // casResult interprets the result of a compare-and-set UPDATE of the row

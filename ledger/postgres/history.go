@@ -13,7 +13,7 @@ import (
 // AppendHistory appends e to the history, in q's transaction.
 func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {
 	_, err := q.ExecContext(ctx, b.sql.appendHistory, sqlval.HistoryArgs(e)...)
-	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
+	return b.interpretError("append history of "+e.About()+" to", err)
 }
 
 // ChainHead returns the newest link, as the head row holds it. It locks
@@ -45,7 +45,7 @@ func (b *Backend) AppendChained(ctx context.Context, q driver.Querier, e ledger.
 	if errors.Is(err, sql.ErrNoRows) {
 		err = errNoChainHead
 	}
-	return link, b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
+	return link, b.interpretError("append history of "+e.About()+" to", err)
 }
 
 // ListPrunedLinks returns up to limit links of pruned entries above after.

@@ -84,12 +84,8 @@ func (b *Backend) ListEvents(ctx context.Context, q driver.Querier, f ledger.Eve
 // deliveredBefore, or created before createdBefore.
 func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, deliveredBefore, createdBefore time.Time, limit int) (int, error) {
 	outbox := b.table("ledger_outbox")
-	res, err := q.ExecContext(ctx, `DELETE FROM `+outbox+` WHERE id IN (SELECT id FROM `+outbox+`
+	n, err := sqlval.Affected(q.ExecContext(ctx, `DELETE FROM `+outbox+` WHERE id IN (SELECT id FROM `+outbox+`
 		WHERE delivered_at IS NOT NULL AND delivered_at < $1 UNION ALL SELECT id FROM `+outbox+` WHERE created_at < $2 LIMIT $3)`,
-		sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit)
-	if err != nil {
-		return 0, b.interpretError("prune the outbox of", err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), b.interpretError("prune the outbox of", err)
+		sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit))
+	return n, b.interpretError("prune the outbox of", err)
 }

@@ -84,7 +84,7 @@ func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string
 			return err
 		}
 		rows = len(gone)
-		entries, err = affected(q.ExecContext(ctx, b.sql.unlinkRuns, gone))
+		entries, err = sqlval.Affected(q.ExecContext(ctx, b.sql.unlinkRuns, gone))
 		return err
 	})
 	return rows, entries, b.interpretError("delete runs from", err)

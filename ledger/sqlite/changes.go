@@ -145,7 +145,7 @@ func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []str
 			return rows, entries, err
 		}
 		entries += k
-		n, err := affected(q.ExecContext(ctx, `DELETE FROM changes WHERE id IN (`+gone+`)`, args...))
+		n, err := sqlval.Affected(q.ExecContext(ctx, `DELETE FROM changes WHERE id IN (`+gone+`)`, args...))
 		if err != nil {
 			return rows, entries, b.interpretError("delete changes from", err)
 		}
@@ -158,18 +158,9 @@ func (b *Backend) DeleteChanges(ctx context.Context, q driver.Querier, ids []str
 // selects into ledger_history_pruned, before the entries are deleted, and
 // returns how many it copied.
 func (b *Backend) keepLinks(ctx context.Context, q driver.Querier, where string, args []any) (int, error) {
-	n, err := affected(q.ExecContext(ctx, `INSERT INTO ledger_history_pruned (seq, hash)
+	n, err := sqlval.Affected(q.ExecContext(ctx, `INSERT INTO ledger_history_pruned (seq, hash)
 		SELECT seq, coalesce(hash, zeroblob(32)) FROM ledger_history WHERE `+where, args...))
 	return n, b.interpretError("keep the links of pruned history entries in", err)
-}
-
-// affected returns how many rows a statement's result wrote.
-func affected(res sql.Result, err error) (int, error) {
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }
 
 // casResult interprets the result of a compare-and-set UPDATE of the row

@@ -47,7 +47,7 @@ func (b *Backend) ListPrunedLinks(ctx context.Context, q driver.Querier, after i
 // AppendHistory appends e to the history, in q's transaction.
 func (b *Backend) AppendHistory(ctx context.Context, q driver.Querier, e ledger.HistoryEntry) error {
 	_, err := b.execPrepared(ctx, q, appendHistorySQL, sqlval.HistoryArgs(e)...)
-	return b.interpretError("append history of "+sqlval.HistorySubject(e)+" to", err)
+	return b.interpretError("append history of "+e.About()+" to", err)
 }
 
 // ListHistory returns the entries f selects, oldest first (by seq).

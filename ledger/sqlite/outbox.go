@@ -92,10 +92,6 @@ func (b *Backend) ListEvents(ctx context.Context, q driver.Querier, f ledger.Eve
 // DeleteEvents deletes up to limit events delivered before
 // deliveredBefore, or created before createdBefore.
 func (b *Backend) DeleteEvents(ctx context.Context, q driver.Querier, deliveredBefore, createdBefore time.Time, limit int) (int, error) {
-	res, err := q.ExecContext(ctx, deleteEventsSQL, sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit)
-	if err != nil {
-		return 0, b.interpretError("prune the outbox of", err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), b.interpretError("prune the outbox of", err)
+	n, err := sqlval.Affected(q.ExecContext(ctx, deleteEventsSQL, sqlval.CeilMicro(deliveredBefore), sqlval.CeilMicro(createdBefore), limit))
+	return n, b.interpretError("prune the outbox of", err)
 }

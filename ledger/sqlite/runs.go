@@ -74,7 +74,7 @@ func (b *Backend) DeleteRuns(ctx context.Context, q driver.Querier, ids []string
 			return rows, entries, err
 		}
 		entries += k
-		n, err := affected(q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+gone+`)`, args...))
+		n, err := sqlval.Affected(q.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+gone+`)`, args...))
 		if err != nil {
 			return rows, entries, b.interpretError("delete runs from", err)
 		}

@@ -5,7 +5,6 @@ package exampletest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,12 +13,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-changeset/changeset-go/internal/pgtest"
 	"github.com/mcp-changeset/changeset-go/internal/testbin"
+	"github.com/mcp-changeset/changeset-go/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -196,23 +195,9 @@ func Decode(t testing.TB, v, into any) {
 	}
 }
 
-// Buffer is a bytes.Buffer safe for a process to write while a test reads.
-type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// Buffer is a bytes.Buffer safe for a process to write while a test
+// reads, with WaitLine.
+type Buffer struct{ testkit.Buffer }
 
 // WaitLine waits until a line starting with prefix appears and returns the
 // rest of the line.

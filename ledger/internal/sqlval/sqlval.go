@@ -189,3 +189,13 @@ func CloseRows(rows *sql.Rows) error {
 	}
 	return err
 }
+
+// Affected returns how many rows a statement's result wrote, passing on
+// the statement's error: Affected(q.ExecContext(…)).
+func Affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}

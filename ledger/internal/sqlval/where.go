@@ -384,18 +384,6 @@ func HistoryArgs(e ledger.HistoryEntry) []any {
 		OptString(e.ApprovalID), e.Removed, e.Hash[:]}
 }
 
-// HistorySubject names what an entry is about, for messages: a change, a
-// run, or the ledger itself (a prune's entry).
-func HistorySubject(e ledger.HistoryEntry) string {
-	switch {
-	case e.ChangeID != "":
-		return "change " + e.ChangeID
-	case e.RunID != "":
-		return "run " + e.RunID
-	}
-	return "the ledger"
-}
-
 // ScanHistory reads one row of HistorySelect. A hash that is missing or
 // not 32 bytes long reads as the zero Hash, which never chains.
 func ScanHistory(s Scanner) (ledger.HistoryEntry, error) {
